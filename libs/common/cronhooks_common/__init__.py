@@ -1,0 +1,1 @@
+"""Shared library of the cronhooks services: settings, database, events, broker, security."""

@@ -1,0 +1,64 @@
+"""RabbitMQ topology and messages (CONTRACT §6).
+
+Durable topic exchange `cronhooks.events`; persistent JSON messages whose `message_id` is
+the event id and whose `type` is the routing key. Each consumer gets a durable queue
+`cronhooks.<name>` that dead-letters rejected messages to `cronhooks.<name>.dead`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aio_pika
+import structlog
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractRobustConnection
+
+from cronhooks_common.events import Event
+
+log = structlog.get_logger(__name__)
+
+EXCHANGE = "cronhooks.events"
+DEAD_LETTER_EXCHANGE = "cronhooks.dead-letter"
+
+TRANSIENT_AMQP_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    ConnectionError,
+    TimeoutError,
+    aio_pika.exceptions.AMQPConnectionError,
+    aio_pika.exceptions.ChannelInvalidStateError,
+    aio_pika.exceptions.ChannelClosed,
+    aio_pika.exceptions.DeliveryError,
+)
+
+
+async def connect(url: str, *, name: str, wait: bool = True) -> AbstractRobustConnection:
+    """A self-healing connection; with `wait`, retries until the broker answers."""
+    delay = 0.2
+    while True:
+        try:
+            return await aio_pika.connect_robust(
+                url, client_properties={"connection_name": f"cronhooks-{name}"}
+            )
+        except TRANSIENT_AMQP_ERRORS as exc:
+            if not wait:
+                raise
+            log.warning("broker_unavailable", error=str(exc), retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+async def declare_exchange(channel: AbstractChannel) -> AbstractExchange:
+    return await channel.declare_exchange(EXCHANGE, aio_pika.ExchangeType.TOPIC, durable=True)
+
+
+def to_message(event: Event) -> aio_pika.Message:
+    return aio_pika.Message(
+        body=event.to_bytes(),
+        content_type="application/json",
+        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        message_id=str(event.event_id),
+        type=event.type,
+        correlation_id=str(event.correlation_id),
+        timestamp=event.occurred_at,
+        headers={"stream": event.stream, "version": event.version},
+    )

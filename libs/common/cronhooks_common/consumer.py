@@ -1,0 +1,250 @@
+"""The consumer base: a durable queue per service, manual acks, inbox dedupe.
+
+Topology per consumer `name`: durable queue `cronhooks.<name>` bound to the exchange with
+the handled routing keys, dead-lettering to `cronhooks.<name>.dead` (a poison message is
+parked there, not retried forever). Prefetch is bounded.
+
+Two ways to handle messages:
+
+* transactional (default): messages are taken in small batches by one worker, in queue
+  order; per event, the handler runs inside one database transaction together with the
+  inbox row `(event_id)`. An event already in the inbox is skipped, so a redelivery after
+  a crash or a broker reconnect has no second effect. The batch commits once, then all
+  its messages are acked.
+* free: `workers` tasks each take one message and call the handler without a
+  transaction; the handler is responsible for idempotency (with `claim_event`). The
+  dispatcher uses this to keep HTTP calls outside transactions.
+
+Transient failures (database or broker gone) leave the message unacked and retry with
+backoff; any other exception is logged and the message is dead-lettered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable
+from uuid import UUID
+
+import aio_pika
+import asyncpg
+import structlog
+from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
+from prometheus_client import Counter
+
+from cronhooks_common.broker import (
+    DEAD_LETTER_EXCHANGE,
+    TRANSIENT_AMQP_ERRORS,
+    declare_exchange,
+)
+from cronhooks_common.db import TRANSIENT_DB_ERRORS
+from cronhooks_common.events import Event
+
+log = structlog.get_logger(__name__)
+
+TransactionalHandler = Callable[[asyncpg.Connection, Event], Awaitable[None]]
+FreeHandler = Callable[[Event], Awaitable[None]]
+
+CONSUMED = Counter(
+    "cronhooks_events_consumed_total", "Events taken from the queue", ["consumer", "outcome"]
+)
+TRANSIENT = (*TRANSIENT_DB_ERRORS, *TRANSIENT_AMQP_ERRORS)
+
+
+async def claim_event(conn: asyncpg.Connection, inbox: str, event_id: UUID) -> bool:
+    """Record `event_id` in the `inbox` table; False if it was handled before.
+
+    Call inside the transaction of the effect: both commit together or neither does.
+    """
+    row = await conn.fetchval(
+        f"insert into {inbox} (event_id) values ($1) on conflict do nothing returning true",
+        event_id,
+    )
+    return bool(row)
+
+
+async def already_handled(conn: asyncpg.Connection, inbox: str, event_id: UUID) -> bool:
+    return bool(await conn.fetchval(f"select true from {inbox} where event_id = $1", event_id))
+
+
+class Consumer:
+    def __init__(
+        self,
+        *,
+        name: str,
+        amqp: AbstractRobustConnection,
+        pool: asyncpg.Pool,
+        inbox: str,
+        routing_keys: Iterable[str],
+        transactional: TransactionalHandler | None = None,
+        free: FreeHandler | None = None,
+        prefetch: int = 200,
+        workers: int = 1,
+        batch_size: int = 100,
+    ) -> None:
+        if (transactional is None) == (free is None):
+            raise ValueError("give exactly one of transactional= or free=")
+        self.name = name
+        self.queue_name = f"cronhooks.{name}"
+        self._amqp = amqp
+        self._pool = pool
+        self._inbox = inbox
+        self._routing_keys = tuple(routing_keys)
+        self._transactional = transactional
+        self._free = free
+        self._prefetch = prefetch
+        self._workers = workers if free else 1
+        self._batch_size = batch_size if transactional else 1
+        self._inflight: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._queue: aio_pika.abc.AbstractQueue | None = None
+        self._consumer_tag: str | None = None
+        self._busy = 0
+
+    async def start(self) -> None:
+        channel = await self._amqp.channel()
+        await channel.set_qos(prefetch_count=self._prefetch)
+        exchange = await declare_exchange(channel)
+        dlx = await channel.declare_exchange(
+            DEAD_LETTER_EXCHANGE, aio_pika.ExchangeType.DIRECT, durable=True
+        )
+        dead = await channel.declare_queue(f"{self.queue_name}.dead", durable=True)
+        await dead.bind(dlx, routing_key=self.queue_name)
+        queue = await channel.declare_queue(
+            self.queue_name,
+            durable=True,
+            arguments={
+                "x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
+                "x-dead-letter-routing-key": self.queue_name,
+            },
+        )
+        for key in self._routing_keys:
+            await queue.bind(exchange, routing_key=key)
+        self._queue = queue
+        self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
+        self._consumer_tag = await queue.consume(self._inflight.put)
+        log.info("consumer_started", queue=self.queue_name, keys=list(self._routing_keys))
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        """Stop taking messages, finish those in hand (up to `timeout`), give back the rest."""
+        if self._queue is not None and self._consumer_tag is not None:
+            with contextlib.suppress(*TRANSIENT):
+                await self._queue.cancel(self._consumer_tag)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while (self._busy or not self._inflight.empty()) and (
+            asyncio.get_running_loop().time() < deadline
+        ):
+            await asyncio.sleep(0.05)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Unacked messages return to the queue when the channel closes.
+
+    async def _work(self) -> None:
+        while True:
+            first = await self._inflight.get()
+            batch = [first]
+            while len(batch) < self._batch_size and not self._inflight.empty():
+                batch.append(self._inflight.get_nowait())
+            self._busy += 1
+            try:
+                await self._handle_batch(batch)
+            finally:
+                self._busy -= 1
+
+    async def _handle_batch(self, batch: list[AbstractIncomingMessage]) -> None:
+        parsed: list[tuple[AbstractIncomingMessage, Event]] = []
+        for message in batch:
+            try:
+                parsed.append((message, Event.from_bytes(message.body)))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.error("message_malformed", error=repr(exc), message_id=message.message_id)
+                CONSUMED.labels(self.name, "dead_lettered").inc()
+                await self._settle(message.reject(requeue=False))
+        if not parsed:
+            return
+        if self._free is not None:
+            for message, event in parsed:
+                await self._run(message, event, self._free_one)
+            return
+        delay = 0.2
+        while True:
+            try:
+                await self._transact(parsed)
+                for message, _ in parsed:
+                    await self._settle(message.ack())
+                CONSUMED.labels(self.name, "handled").inc(len(parsed))
+                return
+            except TRANSIENT as exc:
+                log.warning("consumer_transient_error", error=repr(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except Exception:
+                if len(parsed) == 1:
+                    message, event = parsed[0]
+                    self._dead_letter_log(event)
+                    await self._settle(message.reject(requeue=False))
+                    CONSUMED.labels(self.name, "dead_lettered").inc()
+                    return
+                # Find the poison message: retry one by one.
+                for message, event in parsed:
+                    await self._handle_batch_one(message, event)
+                return
+
+    async def _handle_batch_one(self, message: AbstractIncomingMessage, event: Event) -> None:
+        await self._run(message, event, lambda e: self._transact([(message, e)]))
+
+    async def _free_one(self, event: Event) -> None:
+        assert self._free is not None
+        await self._free(event)
+
+    async def _run(
+        self,
+        message: AbstractIncomingMessage,
+        event: Event,
+        handle: Callable[[Event], Awaitable[None]],
+    ) -> None:
+        delay = 0.2
+        with structlog.contextvars.bound_contextvars(
+            event_id=str(event.event_id), correlation_id=str(event.correlation_id)
+        ):
+            while True:
+                try:
+                    await handle(event)
+                    await self._settle(message.ack())
+                    CONSUMED.labels(self.name, "handled").inc()
+                    return
+                except TRANSIENT as exc:
+                    log.warning("consumer_transient_error", error=repr(exc), retry_in=delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                except Exception:
+                    self._dead_letter_log(event)
+                    await self._settle(message.reject(requeue=False))
+                    CONSUMED.labels(self.name, "dead_lettered").inc()
+                    return
+
+    async def _transact(self, parsed: list[tuple[AbstractIncomingMessage, Event]]) -> None:
+        assert self._transactional is not None
+        async with self._pool.acquire() as conn, conn.transaction():
+            for _, event in parsed:
+                if await claim_event(conn, self._inbox, event.event_id):
+                    with structlog.contextvars.bound_contextvars(
+                        event_id=str(event.event_id), correlation_id=str(event.correlation_id)
+                    ):
+                        await self._transactional(conn, event)
+
+    def _dead_letter_log(self, event: Event) -> None:
+        log.exception(
+            "event_dead_lettered",
+            queue=self.queue_name,
+            event_type=event.type,
+            event_id=str(event.event_id),
+            stream=event.stream,
+        )
+
+    @staticmethod
+    async def _settle(settling: Awaitable[None]) -> None:
+        # If the channel died, the broker redelivers the message; the inbox absorbs it.
+        with contextlib.suppress(*TRANSIENT_AMQP_ERRORS):
+            await settling

@@ -1,0 +1,70 @@
+"""asyncpg pools and the errors worth retrying."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import asyncpg
+import structlog
+
+log = structlog.get_logger(__name__)
+
+# Errors after which the same work may succeed if tried again: the database went away,
+# restarted, or chose this transaction as a victim.
+TRANSIENT_DB_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    ConnectionError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.SerializationError,
+    asyncpg.DeadlockDetectedError,
+)
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def create_pool(
+    dsn: str, *, name: str, min_size: int = 2, max_size: int = 10, wait: bool = True
+) -> asyncpg.Pool:
+    """A pool with JSON codecs; with `wait`, retries until the database answers."""
+    delay = 0.2
+    while True:
+        try:
+            pool: asyncpg.Pool = await asyncpg.create_pool(
+                dsn,
+                min_size=min_size,
+                max_size=max_size,
+                init=_init_connection,
+                server_settings={"application_name": f"cronhooks-{name}"},
+                command_timeout=60,
+            )
+            return pool
+        except TRANSIENT_DB_ERRORS as exc:
+            if not wait:
+                raise
+            log.warning("database_unavailable", error=str(exc), retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+async def connect(dsn: str, *, name: str) -> asyncpg.Connection:
+    """A single connection with the same codecs as the pools (for LISTEN and advisory locks)."""
+    conn: asyncpg.Connection = await asyncpg.connect(
+        dsn, server_settings={"application_name": f"cronhooks-{name}"}
+    )
+    await _init_connection(conn)
+    return conn
+
+
+def record_to_dict(record: asyncpg.Record | None) -> dict[str, Any] | None:
+    return None if record is None else dict(record)

@@ -1,0 +1,126 @@
+"""The event envelope and every event type, in one place (CONTRACT §6).
+
+Event names are past tense and double as RabbitMQ routing keys. Stream names say whose
+history an event belongs to: ``webhook-7``, ``delivery-42``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import UUID, uuid4
+
+from cronhooks_common.clock import iso
+
+SCHEMA_VERSION = 1
+
+
+class EventType(StrEnum):
+    WEBHOOK_CREATED = "webhook.created"
+    WEBHOOK_UPDATED = "webhook.updated"
+    WEBHOOK_DELETED = "webhook.deleted"
+    WEBHOOK_SECRET_ROTATED = "webhook.secret_rotated"
+    WEBHOOK_DISABLED = "webhook.disabled"
+    DELIVERY_REQUESTED = "delivery.requested"
+    DELIVERY_SUCCEEDED = "delivery.succeeded"
+    DELIVERY_FAILED = "delivery.failed"
+    DELIVERY_SKIPPED = "delivery.skipped"
+    DELIVERY_CHANGES_RECEIVED = "delivery.changes_received"
+    NOTES_IMPORTED = "notes.imported"
+    NOTES_REJECTED = "notes.rejected"
+    NOTE_CHANGED = "note.changed"
+    TRIGGER_ARMED = "trigger.armed"
+    TRIGGER_CANCELLED = "trigger.cancelled"
+    TRIGGER_FIRED = "trigger.fired"
+
+
+def webhook_stream(webhook_id: int) -> str:
+    return f"webhook-{webhook_id}"
+
+
+def delivery_stream(delivery_id: int) -> str:
+    return f"delivery-{delivery_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event about to be appended; the store gives it a version and an envelope."""
+
+    type: str
+    data: dict[str, Any]
+    event_id: UUID = field(default_factory=uuid4)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A recorded event: the envelope every consumer receives."""
+
+    event_id: UUID
+    type: str
+    stream: str
+    version: int
+    occurred_at: datetime
+    data: dict[str, Any]
+    correlation_id: UUID
+    causation_id: UUID | None = None
+    actor: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "event_id": str(self.event_id),
+            "type": self.type,
+            "stream": self.stream,
+            "version": self.version,
+            "occurred_at": iso(self.occurred_at),
+            "correlation_id": str(self.correlation_id),
+            "causation_id": None if self.causation_id is None else str(self.causation_id),
+            "actor": self.actor,
+            "schema_version": self.schema_version,
+            "data": self.data,
+        }
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Event:
+        causation = body.get("causation_id")
+        return cls(
+            event_id=UUID(body["event_id"]),
+            type=body["type"],
+            stream=body["stream"],
+            version=int(body["version"]),
+            occurred_at=datetime.fromisoformat(body["occurred_at"]),
+            data=body["data"],
+            correlation_id=UUID(body["correlation_id"]),
+            causation_id=None if causation is None else UUID(causation),
+            actor=body.get("actor"),
+            schema_version=int(body.get("schema_version", SCHEMA_VERSION)),
+        )
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Event:
+        return cls.from_json(json.loads(raw))
+
+
+@dataclass(frozen=True, slots=True)
+class Causation:
+    """Who and what caused the events being appended: carried into their envelopes."""
+
+    correlation_id: UUID
+    causation_id: UUID | None = None
+    actor: str | None = None
+
+    @classmethod
+    def new(cls, actor: str | None = None) -> Causation:
+        """A fresh chain, started by a command (an admin request, a timer, an agent call)."""
+        return cls(correlation_id=uuid4(), actor=actor)
+
+    @classmethod
+    def following(cls, event: Event, actor: str | None = None) -> Causation:
+        """Events caused by handling `event` continue its correlation chain."""
+        return cls(event.correlation_id, event.event_id, actor or event.actor)

@@ -1,0 +1,195 @@
+"""Append to and read from the event store (`eventstore.events`).
+
+Appends run inside the caller's transaction, next to the caller's own state changes,
+and put each event into the outbox so the relay publishes it once the transaction commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+from cronhooks_common.events import Causation, Event, NewEvent
+
+
+class ConcurrencyError(Exception):
+    """The stream is not at the expected version: someone else appended first.
+
+    The transaction may hold a partial append: roll it back (leaving the `transaction()`
+    block by this exception does that).
+    """
+
+    def __init__(self, stream: str, expected: int) -> None:
+        super().__init__(f"stream {stream} is not at version {expected}")
+        self.stream = stream
+        self.expected = expected
+
+
+_INSERT = """
+insert into eventstore.events
+    (stream, version, event_id, type, data, correlation_id, causation_id, actor, occurred_at)
+select $1, v, id, t, d::jsonb, $5, $6, $7, $8
+from unnest($2::int[], $3::uuid[], $4::text[], $9::text[]) as x(v, id, t, d)
+on conflict (stream, version) do nothing
+returning position
+"""
+
+
+async def append(
+    conn: asyncpg.Connection,
+    stream: str,
+    events: Sequence[NewEvent],
+    *,
+    expected_version: int,
+    causation: Causation,
+    occurred_at: datetime,
+) -> list[Event]:
+    """Append `events` to `stream`, which must be at `expected_version` (0: new stream).
+
+    Raises `ConcurrencyError` instead of overwriting when another writer got there first.
+    """
+    if not events:
+        return []
+    versions = list(range(expected_version + 1, expected_version + 1 + len(events)))
+    positions = await conn.fetch(
+        _INSERT,
+        stream,
+        versions,
+        [e.event_id for e in events],
+        [e.type for e in events],
+        causation.correlation_id,
+        causation.causation_id,
+        causation.actor,
+        occurred_at,
+        [json.dumps(e.data, separators=(",", ":")) for e in events],
+    )
+    if len(positions) != len(events):
+        raise ConcurrencyError(stream, expected_version)
+    await conn.execute(
+        "insert into eventstore.outbox (position) select unnest($1::bigint[])",
+        [r["position"] for r in positions],
+    )
+    return [
+        Event(
+            event_id=e.event_id,
+            type=e.type,
+            stream=stream,
+            version=v,
+            occurred_at=occurred_at,
+            data=e.data,
+            correlation_id=causation.correlation_id,
+            causation_id=causation.causation_id,
+            actor=causation.actor,
+        )
+        for e, v in zip(events, versions, strict=True)
+    ]
+
+
+async def append_many(
+    conn: asyncpg.Connection,
+    batch: Sequence[tuple[str, int, NewEvent, Causation]],
+    *,
+    occurred_at: datetime,
+) -> list[Event]:
+    """Append one event to each of many streams in one round trip (the scheduler's bursts).
+
+    Each item is (stream, expected_version, event, causation). All or nothing: if any
+    stream has moved, `ConcurrencyError` names the first such stream.
+    """
+    if not batch:
+        return []
+    rows = await conn.fetch(
+        """
+        insert into eventstore.events
+            (stream, version, event_id, type, data, correlation_id, causation_id, actor,
+             occurred_at)
+        select s, v, id, t, d::jsonb, c, k, a, $8
+        from unnest($1::text[], $2::int[], $3::uuid[], $4::text[], $5::text[], $6::uuid[],
+                    $7::uuid[], $9::text[]) as x(s, v, id, t, d, c, k, a)
+        on conflict (stream, version) do nothing
+        returning stream, position
+        """,
+        [s for s, _, _, _ in batch],
+        [v + 1 for _, v, _, _ in batch],
+        [e.event_id for _, _, e, _ in batch],
+        [e.type for _, _, e, _ in batch],
+        [json.dumps(e.data, separators=(",", ":")) for _, _, e, _ in batch],
+        [c.correlation_id for _, _, _, c in batch],
+        [c.causation_id for _, _, _, c in batch],
+        occurred_at,
+        [c.actor for _, _, _, c in batch],
+    )
+    if len(rows) != len(batch):
+        written = {r["stream"] for r in rows}
+        missing = next(s for s, _, _, _ in batch if s not in written)
+        raise ConcurrencyError(missing, next(v for s, v, _, _ in batch if s == missing))
+    await conn.execute(
+        "insert into eventstore.outbox (position) select unnest($1::bigint[])",
+        [r["position"] for r in rows],
+    )
+    return [
+        Event(
+            event_id=e.event_id,
+            type=e.type,
+            stream=s,
+            version=v + 1,
+            occurred_at=occurred_at,
+            data=e.data,
+            correlation_id=c.correlation_id,
+            causation_id=c.causation_id,
+            actor=c.actor,
+        )
+        for s, v, e, c in batch
+    ]
+
+
+async def stream_version(conn: asyncpg.Connection, stream: str) -> int:
+    """The current version of `stream` (0 if it has no events)."""
+    version: int = await conn.fetchval(
+        "select coalesce(max(version), 0) from eventstore.events where stream = $1", stream
+    )
+    return version
+
+
+async def read_stream(conn: asyncpg.Connection, stream: str) -> list[Event]:
+    rows = await conn.fetch(
+        f"select {_COLUMNS} from eventstore.events where stream = $1 order by version", stream
+    )
+    return [event_from_row(r) for r in rows]
+
+
+async def read_all(
+    conn: asyncpg.Connection, *, after_position: int = 0, limit: int = 1000
+) -> list[tuple[int, Event]]:
+    """Committed history in position order, for replays (not for tailing live writes)."""
+    rows = await conn.fetch(
+        f"select position, {_COLUMNS} from eventstore.events"
+        " where position > $1 order by position limit $2",
+        after_position,
+        limit,
+    )
+    return [(r["position"], event_from_row(r)) for r in rows]
+
+
+_COLUMNS = (
+    "event_id, type, stream, version, occurred_at, data, correlation_id, causation_id,"
+    " actor, schema_version"
+)
+
+
+def event_from_row(row: asyncpg.Record) -> Event:
+    return Event(
+        event_id=row["event_id"],
+        type=row["type"],
+        stream=row["stream"],
+        version=row["version"],
+        occurred_at=row["occurred_at"],
+        data=row["data"],
+        correlation_id=row["correlation_id"],
+        causation_id=row["causation_id"],
+        actor=row["actor"],
+        schema_version=row["schema_version"],
+    )

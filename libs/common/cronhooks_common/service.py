@@ -1,0 +1,88 @@
+"""What every service process shares: the runtime it is wired from, and its life cycle.
+
+A service module provides ``bootstrap(runtime) -> Service``; `run_service` builds the real
+runtime (pool, broker connection, clock, HTTP app), starts the outbox relay, serves HTTP,
+and on SIGTERM drains: stop taking work, finish in-flight work within 30 s, exit 0.
+Tests build a `Runtime` themselves and call the same ``bootstrap``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import asyncpg
+import structlog
+from aio_pika.abc import AbstractRobustConnection
+from aiohttp import web
+
+from cronhooks_common import broker, db
+from cronhooks_common.clock import Clock, SystemClock
+from cronhooks_common.ops import add_ops_routes
+from cronhooks_common.relay import OutboxRelay
+from cronhooks_common.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+DRAIN_SECONDS = 30.0
+
+
+@dataclass
+class Runtime:
+    """The adapters a service is built from."""
+
+    name: str
+    settings: Settings
+    pool: asyncpg.Pool
+    amqp: AbstractRobustConnection
+    clock: Clock = field(default_factory=SystemClock)
+    http: web.Application = field(default_factory=lambda: web.Application(client_max_size=4 << 20))
+
+
+class Service(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None:
+        """Stop taking new work and finish what is in hand."""
+
+
+Bootstrap = Callable[[Runtime], Awaitable[Service]]
+
+
+async def serve(name: str, settings: Settings, bootstrap: Bootstrap) -> None:
+    """Run one service until SIGTERM/SIGINT, then drain and return."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    pool = await db.create_pool(settings.database_url, name=name, max_size=20)
+    amqp = await broker.connect(settings.amqp_url, name=name)
+    runtime = Runtime(name=name, settings=settings, pool=pool, amqp=amqp)
+    add_ops_routes(runtime.http, pool=pool, amqp=amqp)
+    relay = asyncio.create_task(OutboxRelay(dsn=settings.database_url, amqp=amqp, name=name).run())
+    service = await bootstrap(runtime)
+    await service.start()
+    runner = web.AppRunner(runtime.http, access_log=None, shutdown_timeout=DRAIN_SECONDS)
+    await runner.setup()
+    await web.TCPSite(runner, settings.bind, settings.port_of(name)).start()
+    log.info("service_started", port=settings.port_of(name))
+
+    await stop.wait()
+    log.info("service_draining")
+    await runner.cleanup()  # no new requests; in-flight ones finish first
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            await service.stop()
+    except TimeoutError:
+        log.warning("drain_timeout")
+    relay.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await relay
+    await amqp.close()
+    await pool.close()
+    log.info("service_stopped")

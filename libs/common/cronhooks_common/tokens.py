@@ -1,0 +1,90 @@
+"""The agent's short API token (CONTRACT §5): minted by the dispatcher, verified by the importer.
+
+HS256 with a key derived from CRONHOOKS_SECRET_KEY. Claims: iss, aud "cronhooks-api",
+sub "webhook:{id}", delivery_id, depth, read_patterns, write_patterns, iat, exp, jti.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import jwt
+
+from cronhooks_common.crypto import derive_key
+
+AUDIENCE = "cronhooks-api"
+ALGORITHM = "HS256"
+
+
+class TokenError(ValueError):
+    """The token is missing, forged, expired or for someone else."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiClaims:
+    subject: str
+    delivery_id: int | None
+    depth: int
+    read_patterns: tuple[str, ...]
+    write_patterns: tuple[str, ...]
+    expires_at: datetime
+
+
+class ApiTokens:
+    def __init__(self, *, master_key: str, issuer: str, ttl_seconds: int) -> None:
+        self._key = derive_key(master_key, "api-token/v1")
+        self._issuer = issuer
+        self._ttl = timedelta(seconds=ttl_seconds)
+
+    def mint(
+        self,
+        *,
+        webhook_id: int,
+        delivery_id: int,
+        depth: int,
+        read_patterns: list[str],
+        write_patterns: list[str],
+        now: datetime,
+    ) -> str:
+        claims = {
+            "iss": self._issuer,
+            "aud": AUDIENCE,
+            "sub": f"webhook:{webhook_id}",
+            "delivery_id": delivery_id,
+            "depth": depth,
+            "read_patterns": list(read_patterns),
+            "write_patterns": list(write_patterns),
+            "iat": int(now.timestamp()),
+            "exp": int((now + self._ttl).timestamp()),
+            "jti": uuid.uuid4().hex,
+        }
+        return jwt.encode(claims, self._key, algorithm=ALGORITHM)
+
+    def verify(self, token: str, *, now: datetime) -> ApiClaims:
+        try:
+            claims = jwt.decode(
+                token,
+                self._key,
+                algorithms=[ALGORITHM],
+                audience=AUDIENCE,
+                issuer=self._issuer,
+                options={"require": ["exp", "iat", "sub", "aud", "iss"], "verify_exp": False},
+            )
+        except jwt.PyJWTError as exc:
+            raise TokenError(str(exc)) from None
+        expires = datetime.fromtimestamp(claims["exp"], tz=now.tzinfo)
+        if expires <= now:
+            raise TokenError("token has expired")
+        try:
+            return ApiClaims(
+                subject=str(claims["sub"]),
+                delivery_id=claims.get("delivery_id"),
+                depth=int(claims["depth"]),
+                read_patterns=tuple(str(p) for p in claims.get("read_patterns", [])),
+                write_patterns=tuple(str(p) for p in claims.get("write_patterns", [])),
+                expires_at=expires,
+            )
+        except (KeyError, TypeError, ValueError):
+            raise TokenError("token claims are malformed") from None

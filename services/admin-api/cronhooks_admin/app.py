@@ -1,0 +1,51 @@
+"""admin-api service: the command side for admins (GraphQL) and the admin read models.
+
+Flow: POST /graphql (http.py) → resolvers.py → commands.py (validate, append, project
+inline) for mutations, or the read-model tables for queries. A consumer projects the
+events of other services (deliveries and their outcomes) with projection.py.
+"""
+
+from __future__ import annotations
+
+from cronhooks_common.consumer import Consumer
+from cronhooks_common.crypto import SecretBox
+from cronhooks_common.service import Runtime
+from cronhooks_admin import projection
+from cronhooks_admin.commands import INBOX, Commands
+from cronhooks_admin.http import add_graphql_routes
+from cronhooks_admin.schema import build_schema
+
+
+class AdminApi:
+    def __init__(self, runtime: Runtime) -> None:
+        self.commands = Commands(
+            pool=runtime.pool,
+            clock=runtime.clock,
+            secrets=SecretBox(runtime.settings.secret_key),
+            default_timezone=runtime.settings.timezone,
+        )
+        add_graphql_routes(
+            runtime.http,
+            schema=build_schema(),
+            pool=runtime.pool,
+            commands=self.commands,
+            clock=runtime.clock,
+        )
+        self.consumer = Consumer(
+            name="admin",
+            amqp=runtime.amqp,
+            pool=runtime.pool,
+            inbox=INBOX,
+            routing_keys=list(projection.HANDLERS),
+            transactional=projection.apply,
+        )
+
+    async def start(self) -> None:
+        await self.consumer.start()
+
+    async def stop(self) -> None:
+        await self.consumer.stop()
+
+
+async def bootstrap(runtime: Runtime) -> AdminApi:
+    return AdminApi(runtime)

@@ -1,0 +1,240 @@
+"""Admin commands: validate → append events (+ own state) in one transaction → answer.
+
+Every command projects its own events inline (projection.apply) and marks them in the
+inbox, so the read models reflect the command before the answer goes out, and the copy
+that arrives later from the broker is skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from cronhooks_common import eventstore
+from cronhooks_common.clock import Clock
+from cronhooks_common.consumer import claim_event
+from cronhooks_common.crypto import SecretBox
+from cronhooks_common.events import (
+    Causation,
+    EventType,
+    NewEvent,
+    delivery_stream,
+    webhook_stream,
+)
+from cronhooks_common.signing import generate_secret
+from cronhooks_common.webhooks import CONFIG_FIELDS, target_of
+from cronhooks_admin import projection
+from cronhooks_admin.auth import Admin
+from cronhooks_admin.validation import (
+    InputError,
+    check_idempotency_key,
+    camel,
+    check_schedule,
+    check_secret,
+    normalize,
+)
+
+INBOX = "admin.inbox"
+
+
+class NotFound(LookupError):
+    def __init__(self, what: str, ident: int) -> None:
+        super().__init__(f"{what} {ident} not found")
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookState:
+    """A webhook as its own event stream tells it: the command side's view."""
+
+    version: int
+    config: dict[str, Any]
+    deleted: bool
+
+
+async def load_webhook(conn: asyncpg.Connection, webhook_id: int) -> WebhookState | None:
+    events = await eventstore.read_stream(conn, webhook_stream(webhook_id))
+    if not events:
+        return None
+    config: dict[str, Any] = {}
+    deleted = False
+    for event in events:
+        if event.type in (EventType.WEBHOOK_CREATED, EventType.WEBHOOK_UPDATED):
+            config = dict(event.data["config"])
+        elif event.type == EventType.WEBHOOK_DISABLED:
+            config["enabled"] = False
+        elif event.type == EventType.WEBHOOK_DELETED:
+            deleted = True
+    return WebhookState(events[-1].version, config, deleted)
+
+
+@dataclass(frozen=True, slots=True)
+class Commands:
+    pool: asyncpg.Pool
+    clock: Clock
+    secrets: SecretBox
+    default_timezone: str
+
+    async def _append(
+        self,
+        conn: asyncpg.Connection,
+        stream: str,
+        expected_version: int,
+        events: list[NewEvent],
+        admin: Admin,
+    ) -> None:
+        recorded = await eventstore.append(
+            conn,
+            stream,
+            events,
+            expected_version=expected_version,
+            causation=Causation.new(actor=admin.actor),
+            occurred_at=self.clock.now(),
+        )
+        for event in recorded:
+            await claim_event(conn, INBOX, event.event_id)
+            await projection.apply(conn, event)
+
+    async def create_webhook(self, fields: dict[str, Any], admin: Admin) -> tuple[int, str]:
+        """Create a webhook; return (id, secret). An idempotency key seen before returns
+        the webhook it created first."""
+        key = check_idempotency_key(fields.get("idempotency_key"))
+        config = normalize(fields)
+        config.setdefault("timezone", self.default_timezone)
+        check_schedule(config)
+        secret = check_secret(fields.get("secret")) or generate_secret()
+        missing = [f for f in CONFIG_FIELDS if f not in config]
+        if missing:
+            raise InputError(camel(missing[0]), "is required")
+        async with self.pool.acquire() as conn, conn.transaction():
+            webhook_id: int = await conn.fetchval("select nextval('eventstore.webhook_ids')")
+            if key is not None:
+                # Waits for a concurrent holder of the same key, then sees its row.
+                claimed = await conn.fetchval(
+                    "insert into admin.idempotency_keys (key, webhook_id) values ($1, $2)"
+                    " on conflict (key) do nothing returning webhook_id",
+                    key,
+                    webhook_id,
+                )
+                if claimed is None:
+                    first = await conn.fetchval(
+                        "select webhook_id from admin.idempotency_keys where key = $1", key
+                    )
+                    return first, await self._current_secret(conn, first)
+            await conn.execute(
+                "insert into shared.webhook_secrets (webhook_id, ciphertext) values ($1, $2)",
+                webhook_id,
+                self.secrets.seal(secret),
+            )
+            data = {"webhook_id": webhook_id, "config": config, "changed": list(CONFIG_FIELDS)}
+            await self._append(
+                conn,
+                webhook_stream(webhook_id),
+                0,
+                [NewEvent(EventType.WEBHOOK_CREATED, data)],
+                admin,
+            )
+        return webhook_id, secret
+
+    async def update_webhook(self, fields: dict[str, Any], admin: Admin) -> int:
+        webhook_id = int(fields["id"])
+        changes = normalize(fields)
+        new_secret = check_secret(fields.get("secret"))
+        async with self.pool.acquire() as conn, conn.transaction():
+            state = await self._live_webhook(conn, webhook_id)
+            config = state.config
+            merged = {**config, **changes}
+            if changes.keys() & {"cron_schedule", "timezone"}:
+                check_schedule(merged)
+            changed = sorted(k for k in changes if changes[k] != config[k])
+            events = []
+            if changed:
+                events.append(
+                    NewEvent(
+                        EventType.WEBHOOK_UPDATED,
+                        {"webhook_id": webhook_id, "config": merged, "changed": changed},
+                    )
+                )
+            if new_secret is not None:
+                await self._store_secret(conn, webhook_id, new_secret)
+                events.append(NewEvent(EventType.WEBHOOK_SECRET_ROTATED, {"webhook_id": webhook_id}))
+            if events:
+                await self._append(
+                    conn, webhook_stream(webhook_id), state.version, events, admin
+                )
+        return webhook_id
+
+    async def delete_webhook(self, webhook_id: int, admin: Admin) -> int:
+        """Soft delete: fires stop, history stays readable."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            state = await self._live_webhook(conn, webhook_id)
+            await self._append(
+                conn,
+                webhook_stream(webhook_id),
+                state.version,
+                [NewEvent(EventType.WEBHOOK_DELETED, {"webhook_id": webhook_id})],
+                admin,
+            )
+        return webhook_id
+
+    async def regenerate_secret(self, webhook_id: int, admin: Admin) -> str:
+        secret = generate_secret()
+        async with self.pool.acquire() as conn, conn.transaction():
+            state = await self._live_webhook(conn, webhook_id)
+            await self._store_secret(conn, webhook_id, secret)
+            await self._append(
+                conn,
+                webhook_stream(webhook_id),
+                state.version,
+                [NewEvent(EventType.WEBHOOK_SECRET_ROTATED, {"webhook_id": webhook_id})],
+                admin,
+            )
+        return secret
+
+    async def trigger_webhook(self, webhook_id: int, admin: Admin) -> int:
+        """Request a delivery now, outside the schedule; `nextRunAt` does not move."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            state = await self._live_webhook(conn, webhook_id)
+            delivery_id: int = await conn.fetchval("select nextval('eventstore.delivery_ids')")
+            config = state.config
+            data = {
+                "delivery_id": delivery_id,
+                "webhook_id": webhook_id,
+                "attempt": 1,
+                "trigger": "manual",
+                "scheduled_for": None,
+                "missed_count": 0,
+                "target": target_of(config),
+            }
+            await self._append(
+                conn,
+                delivery_stream(delivery_id),
+                0,
+                [NewEvent(EventType.DELIVERY_REQUESTED, data)],
+                admin,
+            )
+        return delivery_id
+
+    async def _live_webhook(self, conn: asyncpg.Connection, webhook_id: int) -> WebhookState:
+        state = await load_webhook(conn, webhook_id)
+        if state is None or state.deleted:
+            raise NotFound("webhook", webhook_id)
+        return state
+
+    async def _store_secret(self, conn: asyncpg.Connection, webhook_id: int, secret: str) -> None:
+        await conn.execute(
+            """
+            insert into shared.webhook_secrets (webhook_id, ciphertext) values ($1, $2)
+            on conflict (webhook_id) do update
+                set ciphertext = excluded.ciphertext, updated_at = now()
+            """,
+            webhook_id,
+            self.secrets.seal(secret),
+        )
+
+    async def _current_secret(self, conn: asyncpg.Connection, webhook_id: int) -> str:
+        sealed = await conn.fetchval(
+            "select ciphertext from shared.webhook_secrets where webhook_id = $1", webhook_id
+        )
+        return self.secrets.open(sealed)

@@ -1,0 +1,252 @@
+"""Admin read models (webhooks, deliveries, attempts), projected from events.
+
+`apply` is deterministic in the event alone (its data and `occurred_at`, never "now"), so
+replaying history rebuilds identical tables. It runs both inline, in the transaction of
+an admin command (a query right after a mutation sees it), and from the consumer for
+events of other services; the inbox makes the second sighting of an event a no-op.
+Handlers tolerate events arriving out of order across streams (a delivery outcome
+before its request): they upsert instead of assuming a row exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from cronhooks_common.cron import CronError, CronSchedule
+from cronhooks_common.events import Event, EventType
+
+Apply = Callable[[asyncpg.Connection, Event], Awaitable[None]]
+
+
+def _ts(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def next_run(config: dict[str, Any], after: datetime) -> datetime | None:
+    if not config["enabled"]:
+        return None
+    try:
+        return CronSchedule.parse(config["cron_schedule"], config["timezone"]).next_after(after)
+    except CronError:
+        return None
+
+
+async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
+    c = event.data["config"]
+    await conn.execute(
+        """
+        insert into admin.webhooks
+            (id, stream_version, url, cron_schedule, timezone, instruction, has_secret,
+             pass_api_key, timeout_seconds, max_depth, max_retries, enabled, description,
+             read_patterns, write_patterns, concurrency_policy, catch_up_policy,
+             misfire_grace_seconds, next_run_at, created_at, created_by, updated_at)
+        values ($1, $2, $3, $4, $5, $6, true, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                $17, $18, $19, $20, $19)
+        on conflict (id) do nothing
+        """,
+        event.data["webhook_id"],
+        event.version,
+        c["url"],
+        c["cron_schedule"],
+        c["timezone"],
+        c["instruction"],
+        c["pass_api_key"],
+        c["timeout_seconds"],
+        c["max_depth"],
+        c["max_retries"],
+        c["enabled"],
+        c["description"],
+        c["read_patterns"],
+        c["write_patterns"],
+        c["concurrency_policy"],
+        c["catch_up_policy"],
+        c["misfire_grace_seconds"],
+        next_run(c, event.occurred_at),
+        event.occurred_at,
+        event.actor,
+    )
+
+
+async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
+    c = event.data["config"]
+    changed = set(event.data.get("changed", []))
+    reschedule = bool(changed & {"cron_schedule", "timezone", "enabled"})
+    await conn.execute(
+        """
+        update admin.webhooks set
+            stream_version = $2, url = $3, cron_schedule = $4, timezone = $5,
+            instruction = $6, pass_api_key = $7, timeout_seconds = $8, max_depth = $9,
+            max_retries = $10, enabled = $11, description = $12, read_patterns = $13,
+            write_patterns = $14, concurrency_policy = $15, catch_up_policy = $16,
+            misfire_grace_seconds = $17, updated_at = $18,
+            next_run_at = case when $19 then $20 else next_run_at end,
+            consecutive_failures = case when $21 then 0 else consecutive_failures end,
+            disabled_reason = case when $21 then null else disabled_reason end
+        where id = $1 and stream_version < $2
+        """,
+        event.data["webhook_id"],
+        event.version,
+        c["url"],
+        c["cron_schedule"],
+        c["timezone"],
+        c["instruction"],
+        c["pass_api_key"],
+        c["timeout_seconds"],
+        c["max_depth"],
+        c["max_retries"],
+        c["enabled"],
+        c["description"],
+        c["read_patterns"],
+        c["write_patterns"],
+        c["concurrency_policy"],
+        c["catch_up_policy"],
+        c["misfire_grace_seconds"],
+        event.occurred_at,
+        reschedule,
+        next_run(c, event.occurred_at),
+        "enabled" in changed and c["enabled"],  # re-enabling resets the failure count
+    )
+
+
+async def _webhook_deleted(conn: asyncpg.Connection, event: Event) -> None:
+    await conn.execute(
+        """
+        update admin.webhooks set stream_version = $2, enabled = false, next_run_at = null,
+            disabled_at = $3, disabled_by = $4, updated_at = $3
+        where id = $1 and stream_version < $2
+        """,
+        event.data["webhook_id"],
+        event.version,
+        event.occurred_at,
+        event.actor,
+    )
+
+
+async def _webhook_disabled(conn: asyncpg.Connection, event: Event) -> None:
+    await conn.execute(
+        """
+        update admin.webhooks set stream_version = $2, enabled = false, next_run_at = null,
+            disabled_reason = $3, updated_at = $4
+        where id = $1 and stream_version < $2
+        """,
+        event.data["webhook_id"],
+        event.version,
+        event.data.get("reason"),
+        event.occurred_at,
+    )
+
+
+async def _webhook_secret_rotated(conn: asyncpg.Connection, event: Event) -> None:
+    await conn.execute(
+        "update admin.webhooks set stream_version = $2, updated_at = $3"
+        " where id = $1 and stream_version < $2",
+        event.data["webhook_id"],
+        event.version,
+        event.occurred_at,
+    )
+
+
+async def _delivery_requested(conn: asyncpg.Connection, event: Event) -> None:
+    d = event.data
+    await conn.execute(
+        """
+        insert into admin.deliveries
+            (id, cron_webhook_id, status, trigger, scheduled_for, attempt, created_at)
+        values ($1, $2, 'pending', $3, $4, $5, $6)
+        on conflict (id) do update set
+            attempt = greatest(admin.deliveries.attempt, excluded.attempt),
+            scheduled_for = excluded.scheduled_for,
+            created_at = least(admin.deliveries.created_at, excluded.created_at)
+        """,
+        d["delivery_id"],
+        d["webhook_id"],
+        d["trigger"] if d["attempt"] == 1 else "retry",
+        _ts(d.get("scheduled_for")),
+        d["attempt"],
+        event.occurred_at,
+    )
+    if d["trigger"] == "schedule" and d["attempt"] == 1:
+        await conn.execute(
+            "update admin.webhooks set next_run_at = $2 where id = $1 and enabled",
+            d["webhook_id"],
+            _ts(d.get("next_run_at")),
+        )
+
+
+async def _delivery_finished(conn: asyncpg.Connection, event: Event) -> None:
+    d = event.data
+    succeeded = event.type == EventType.DELIVERY_SUCCEEDED
+    await conn.execute(
+        """
+        insert into admin.delivery_attempts
+            (delivery_id, attempt, request_body, response_status, response_body,
+             error_message, duration_ms, started_at)
+        values ($1, $2, $3, $4, $5, $6, $7, $8)
+        on conflict (delivery_id, attempt) do nothing
+        """,
+        d["delivery_id"],
+        d["attempt"],
+        d.get("request_body", ""),
+        d.get("response_status"),
+        d.get("response_body"),
+        d.get("error"),
+        d.get("duration_ms", 0),
+        _ts(d.get("started_at")) or event.occurred_at,
+    )
+    await conn.execute(
+        """
+        insert into admin.deliveries
+            (id, cron_webhook_id, status, trigger, scheduled_for, attempt, response_status,
+             duration_ms, error, created_at, completed_at)
+        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+        on conflict (id) do update set
+            status = excluded.status, attempt = excluded.attempt,
+            response_status = excluded.response_status, duration_ms = excluded.duration_ms,
+            error = excluded.error, completed_at = excluded.completed_at
+        where admin.deliveries.attempt <= excluded.attempt
+        """,
+        d["delivery_id"],
+        d["webhook_id"],
+        d["status"],
+        d["trigger"],
+        _ts(d.get("scheduled_for")),
+        d["attempt"],
+        d.get("response_status"),
+        d.get("duration_ms"),
+        d.get("error"),
+        event.occurred_at,
+    )
+    await conn.execute(
+        """
+        update admin.webhooks set
+            last_delivery_at = $2, last_delivery_status = $3,
+            consecutive_failures = case when $4 then 0 else consecutive_failures + 1 end
+        where id = $1
+        """,
+        d["webhook_id"],
+        event.occurred_at,
+        d["status"],
+        succeeded,
+    )
+
+
+HANDLERS: dict[str, Apply] = {
+    EventType.WEBHOOK_CREATED: _webhook_created,
+    EventType.WEBHOOK_UPDATED: _webhook_updated,
+    EventType.WEBHOOK_DELETED: _webhook_deleted,
+    EventType.WEBHOOK_DISABLED: _webhook_disabled,
+    EventType.WEBHOOK_SECRET_ROTATED: _webhook_secret_rotated,
+    EventType.DELIVERY_REQUESTED: _delivery_requested,
+    EventType.DELIVERY_SUCCEEDED: _delivery_finished,
+    EventType.DELIVERY_FAILED: _delivery_finished,
+}
+
+
+async def apply(conn: asyncpg.Connection, event: Event) -> None:
+    handler = HANDLERS.get(event.type)
+    if handler is not None:
+        await handler(conn, event)

@@ -1,0 +1,71 @@
+"""Schema-first GraphQL: SDL in graphql/*.graphql, one bindable per type."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ariadne import (
+    EnumType,
+    MutationType,
+    ObjectType,
+    QueryType,
+    ScalarType,
+    load_schema_from_path,
+    make_executable_schema,
+)
+from graphql import GraphQLSchema
+
+from cronhooks_common.clock import iso
+from cronhooks_admin import resolvers
+
+datetime_scalar = ScalarType("DateTime")
+
+
+@datetime_scalar.serializer
+def serialize_datetime(value: datetime) -> str:
+    return iso(value)
+
+
+@datetime_scalar.value_parser
+def parse_datetime(value: Any) -> datetime:
+    return datetime.fromisoformat(str(value))
+
+
+delivery_trigger = EnumType(
+    "DeliveryTrigger", {"SCHEDULE": "schedule", "MANUAL": "manual", "RETRY": "retry"}
+)
+
+query = QueryType()
+query.set_field("cronWebhooks", resolvers.cron_webhooks)
+query.set_field("cronWebhook", resolvers.cron_webhook)
+query.set_field("cronWebhookDeliveries", resolvers.cron_webhook_deliveries)
+query.set_field("cronWebhookDelivery", resolvers.cron_webhook_delivery)
+
+mutation = MutationType()
+mutation.set_field("createCronWebhook", resolvers.create_cron_webhook)
+mutation.set_field("updateCronWebhook", resolvers.update_cron_webhook)
+mutation.set_field("deleteCronWebhook", resolvers.delete_cron_webhook)
+mutation.set_field("regenerateCronWebhookSecret", resolvers.regenerate_cron_webhook_secret)
+mutation.set_field("triggerCronWebhook", resolvers.trigger_cron_webhook)
+
+cron_webhook = ObjectType("CronWebhook")
+cron_webhook.set_field("nextRuns", resolvers.resolve_cron_webhook_next_runs)
+
+cron_webhook_delivery = ObjectType("CronWebhookDelivery")
+cron_webhook_delivery.set_field("attempts", resolvers.resolve_delivery_attempts)
+
+
+def build_schema() -> GraphQLSchema:
+    type_defs = load_schema_from_path(str(Path(__file__).parent / "graphql"))
+    return make_executable_schema(
+        type_defs,
+        datetime_scalar,
+        delivery_trigger,
+        query,
+        mutation,
+        cron_webhook,
+        cron_webhook_delivery,
+        convert_names_case=True,
+    )

@@ -1,0 +1,143 @@
+"""Validate admin input before anything is stored or changed. Pure.
+
+Each check raises `InputError(field, reason)` naming the GraphQL input field, which the
+API answers as BAD_USER_INPUT with `extensions.field`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from cronhooks_common.cron import CronError, CronSchedule, parse_zone
+from cronhooks_common.signing import secret_problem
+from cronhooks_common.webhooks import CONFIG_FIELDS
+
+MAX_URL = 2048
+MAX_INSTRUCTION = 64 << 10
+MAX_DESCRIPTION = 4096
+MAX_PATTERNS = 100
+MAX_PATTERN_LENGTH = 512
+MAX_IDEMPOTENCY_KEY = 200
+
+
+class InputError(ValueError):
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def camel(name: str) -> str:
+    """The GraphQL name of a snake_case input field (errors name what the client sent)."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def check_url(url: str) -> str:
+    if len(url) > MAX_URL:
+        raise InputError("url", f"must be at most {MAX_URL} characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a malformed port
+    except ValueError as exc:
+        raise InputError("url", f"malformed URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise InputError("url", "scheme must be http or https")
+    if not parts.hostname:
+        raise InputError("url", "must have a host")
+    if parts.username or parts.password:
+        raise InputError("url", "must not contain credentials")
+    if port == 0:
+        raise InputError("url", "port must be 1-65535")
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
+        raise InputError("url", "must not contain spaces or control characters")
+    return url
+
+
+def _int_range(field: str, value: int, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise InputError(field, f"must be from {low} to {high}")
+    return value
+
+
+def _text(field: str, value: str, limit: int) -> str:
+    if len(value.encode()) > limit:
+        raise InputError(field, f"must be at most {limit} bytes")
+    if "\x00" in value:
+        raise InputError(field, "must not contain NUL characters")
+    return value
+
+
+def check_patterns(field: str, patterns: list[str]) -> list[str]:
+    if len(patterns) > MAX_PATTERNS:
+        raise InputError(field, f"at most {MAX_PATTERNS} patterns")
+    for pattern in patterns:
+        if not pattern or len(pattern) > MAX_PATTERN_LENGTH:
+            raise InputError(field, f"each pattern must be 1 to {MAX_PATTERN_LENGTH} characters")
+        if any(ord(c) < 0x20 for c in pattern):
+            raise InputError(field, "patterns must not contain control characters")
+        if pattern.count("[") != pattern.count("]"):
+            raise InputError(field, f"unbalanced brackets in pattern {pattern!r}")
+    return list(patterns)
+
+
+def check_schedule(config: dict[str, Any]) -> None:
+    try:
+        CronSchedule.parse(config["cron_schedule"], config["timezone"])
+    except CronError as exc:
+        raise InputError("timezone" if exc.field == "timezone" else "cronSchedule", exc.reason)
+
+
+def check_secret(secret: str | None) -> str | None:
+    if secret is None:
+        return None
+    problem = secret_problem(secret)
+    if problem:
+        raise InputError("secret", problem)
+    return secret
+
+
+def normalize(fields: dict[str, Any]) -> dict[str, Any]:
+    """Check every given configuration field (snake_case keys) and return them."""
+    out: dict[str, Any] = {}
+    for key in CONFIG_FIELDS:
+        value = fields.get(key)
+        if value is None:
+            continue
+        name = camel(key)
+        if key == "url":
+            value = check_url(value)
+        elif key == "cron_schedule":
+            value = value.strip()
+            if not value:
+                raise InputError(name, "must not be empty")
+        elif key == "timezone":
+            try:
+                parse_zone(value)
+            except CronError as exc:
+                raise InputError(name, exc.reason) from None
+        elif key == "timeout_seconds":
+            value = _int_range(name, value, 1, 900)
+        elif key == "max_retries":
+            value = _int_range(name, value, 0, 20)
+        elif key == "max_depth":
+            value = _int_range(name, value, 1, 100)
+        elif key == "misfire_grace_seconds":
+            value = _int_range(name, value, 0, 7 * 86400)
+        elif key == "instruction":
+            value = _text(name, value, MAX_INSTRUCTION)
+        elif key == "description":
+            value = _text(name, value, MAX_DESCRIPTION)
+        elif key in ("read_patterns", "write_patterns"):
+            value = check_patterns(name, value)
+        out[key] = value
+    return out
+
+
+def check_idempotency_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not key or len(key) > MAX_IDEMPOTENCY_KEY:
+        raise InputError("idempotencyKey", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+    return key

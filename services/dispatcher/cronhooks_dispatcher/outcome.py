@@ -1,0 +1,57 @@
+"""What an agent's answer means for the attempt (CONTRACT §4). Pure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from cronhooks_dispatcher.sender import HttpResult
+
+EXCERPT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    succeeded: bool
+    error: str | None = None
+    changes: list[Any] | None = None
+    gone: bool = False  # 410: the agent asks us to stop calling
+
+
+def excerpt(body: bytes, limit: int = EXCERPT) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def classify(result: HttpResult) -> Outcome:
+    if result.error is not None:
+        return Outcome(False, result.error)
+    status = result.status or 0
+    if status == 410:
+        return Outcome(False, "HTTP 410 Gone: the agent asked to stop this webhook", gone=True)
+    if 300 <= status < 400:
+        return Outcome(False, f"HTTP {status}: redirects are not followed")
+    if not 200 <= status < 300:
+        detail = excerpt(result.body)
+        return Outcome(False, f"HTTP {status}" + (f": {detail}" if detail else ""))
+    if status == 202:
+        return Outcome(True)
+    answer = _json_object(result.body)
+    if answer is None:
+        return Outcome(True)  # empty or non-JSON 2xx: success, nothing to import
+    if answer.get("status") == "error":
+        message = answer.get("message")
+        return Outcome(False, f"agent reported error: {message}" if message else "agent reported error")
+    changes = answer.get("changes")
+    return Outcome(True, changes=changes if isinstance(changes, list) and changes else None)
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    if not body.strip():
+        return None
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,68 @@
+"""The webhook request body (CONTRACT §3), built from a `delivery.requested` event. Pure."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string"},
+        "message": {"type": "string"},
+        "changes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "content": {"type": "string"},
+                    "expected_hash": {"type": "string"},
+                },
+                "required": ["path", "content"],
+            },
+        },
+    },
+}
+
+REDACTED = "[redacted]"
+
+
+def build_body(
+    request: dict[str, Any],
+    *,
+    timestamp: int,
+    api_token: str | None,
+    api_url: str | None,
+) -> dict[str, Any]:
+    """The JSON body for one attempt. `request` is the `delivery.requested` data."""
+    target = request["target"]
+    body: dict[str, Any] = {
+        "version": 1,
+        "id": request["delivery_id"],
+        "webhook_id": request["webhook_id"],
+        "timestamp": timestamp,
+        "scheduled_for": request.get("scheduled_for"),
+        "trigger": request["trigger"],
+        "attempt": request["attempt"],
+        "missed_count": request.get("missed_count", 0),
+        "instruction": target["instruction"],
+    }
+    if request["attempt"] > 1:
+        body["previous_error"] = request.get("previous_error") or ""
+    body["response_schema"] = RESPONSE_SCHEMA
+    if target.get("pass_api_key"):
+        body["api_token"] = api_token
+        body["api_url"] = api_url
+    return body
+
+
+def encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def redacted(body: dict[str, Any]) -> str:
+    """The body as recorded in logs and events: the token replaced."""
+    if "api_token" in body:
+        body = {**body, "api_token": REDACTED}
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,48 @@
+"""Scheduler service: owns time.
+
+Flow: `webhook.*` events (consumer) → `scheduler.webhooks` + cron timers (timers.py);
+the loop (loop.py) sleeps until the earliest timer and fires due ones (firing.py), which
+appends `delivery.requested` in the transaction that advances the timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from cronhooks_common.consumer import Consumer
+from cronhooks_common.service import Runtime
+from cronhooks_scheduler.loop import SchedulerLoop
+from cronhooks_scheduler.timers import HANDLED, on_webhook_event
+
+
+class Scheduler:
+    def __init__(self, runtime: Runtime) -> None:
+        self.loop = SchedulerLoop(
+            pool=runtime.pool, dsn=runtime.settings.database_url, clock=runtime.clock
+        )
+        self.consumer = Consumer(
+            name="scheduler",
+            amqp=runtime.amqp,
+            pool=runtime.pool,
+            inbox="scheduler.inbox",
+            routing_keys=HANDLED,
+            transactional=on_webhook_event,
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self._task = asyncio.create_task(self.loop.run())
+
+    async def stop(self) -> None:
+        await self.consumer.stop()
+        if self._task is not None:
+            # A batch in flight is one transaction: cancelling rolls it back, nothing lost.
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+async def bootstrap(runtime: Runtime) -> Scheduler:
+    return Scheduler(runtime)

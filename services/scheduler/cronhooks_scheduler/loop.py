@@ -1,0 +1,90 @@
+"""The scheduler's loop: sleep until the earliest timer or until something changes.
+
+There is no ticker. The loop fires what is due, asks the index for the next due time,
+and sleeps until then; a NOTIFY on `cronhooks_timers` (any replica's change to a timer)
+wakes it early. The notification connection reconnects by itself; after a reconnect the
+loop looks again at once, since notifications sent meanwhile are lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+import asyncpg
+import structlog
+
+from cronhooks_common import db
+from cronhooks_common.clock import Clock
+from cronhooks_common.db import TRANSIENT_DB_ERRORS
+from cronhooks_scheduler.firing import fire_due
+from cronhooks_scheduler.timers import TIMERS_CHANNEL
+
+log = structlog.get_logger(__name__)
+
+# Upper bound on one sleep: a safety net for a lost notification, not a schedule.
+MAX_SLEEP = timedelta(seconds=30)
+# When the earliest timer is due but locked by another replica, look again soon.
+BUSY_RETRY = timedelta(milliseconds=50)
+
+
+class SchedulerLoop:
+    def __init__(
+        self, *, pool: asyncpg.Pool, dsn: str, clock: Clock, batch_size: int = 500
+    ) -> None:
+        self._pool = pool
+        self._dsn = dsn
+        self._clock = clock
+        self._batch_size = batch_size
+        self._wake = asyncio.Event()
+        self._listener: asyncio.Task[None] | None = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        self._listener = asyncio.create_task(self._listen())
+        try:
+            while True:
+                try:
+                    await self._step()
+                except TRANSIENT_DB_ERRORS as exc:
+                    log.warning("scheduler_database_error", error=repr(exc))
+                    await asyncio.sleep(0.5)
+        finally:
+            self._listener.cancel()
+
+    async def _step(self) -> None:
+        self._wake.clear()
+        now = self._clock.now()
+        claimed = await fire_due(self._pool, now=now, batch_size=self._batch_size)
+        if claimed == self._batch_size:
+            return  # more may be due: go again without sleeping
+        next_due: datetime | None = await self._pool.fetchval(
+            "select min(due_at) from scheduler.timers"
+        )
+        now = self._clock.now()
+        if next_due is not None and next_due <= now:
+            deadline = now + BUSY_RETRY
+        else:
+            deadline = min(next_due or now + MAX_SLEEP, now + MAX_SLEEP)
+        await self._clock.sleep_until(deadline, self._wake)
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                conn = await db.connect(self._dsn, name="scheduler-listen")
+            except TRANSIENT_DB_ERRORS:
+                await asyncio.sleep(0.5)
+                continue
+            lost = asyncio.Event()
+            conn.add_termination_listener(lambda _: lost.set())
+            try:
+                await conn.add_listener(TIMERS_CHANNEL, lambda *_: self._wake.set())
+                self._wake.set()
+                await lost.wait()
+            except TRANSIENT_DB_ERRORS:
+                pass
+            finally:
+                conn.terminate()
+            log.warning("scheduler_listener_lost")
