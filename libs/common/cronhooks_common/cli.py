@@ -32,7 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--demo-agent", action="store_true", help="also run the demo agent")
     up.add_argument("--demo-agent-port", type=int, default=8090)
     up.add_argument(
-        "--print-token", action="store_true", help="create an admin token and print quick-start URLs"
+        "--print-token",
+        action="store_true",
+        help="create an admin token and print quick-start URLs",
     )
     return parser
 

@@ -6,6 +6,7 @@ Only composition roots create a `SystemClock`; everything else receives a `Clock
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -28,10 +29,8 @@ class SystemClock:
         timeout = None if deadline is None else (deadline - self.now()).total_seconds()
         if timeout is not None and timeout <= 0:
             return
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout)
-        except TimeoutError:
-            pass
 
 
 class ManualClock:
@@ -70,4 +69,3 @@ def utc(dt: datetime) -> datetime:
 def iso(dt: datetime) -> str:
     """ISO 8601 UTC with milliseconds and a Z, the format of every timestamp we emit."""
     return utc(dt).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-

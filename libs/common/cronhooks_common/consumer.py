@@ -99,7 +99,6 @@ class Consumer:
         self._tasks: list[asyncio.Task[None]] = []
         self._queue: aio_pika.abc.AbstractQueue | None = None
         self._consumer_tag: str | None = None
-        self._busy = 0
 
     async def start(self) -> None:
         channel = await self._amqp.channel()
@@ -130,11 +129,8 @@ class Consumer:
         if self._queue is not None and self._consumer_tag is not None:
             with contextlib.suppress(*TRANSIENT):
                 await self._queue.cancel(self._consumer_tag)
-        deadline = asyncio.get_running_loop().time() + timeout
-        while (self._busy or not self._inflight.empty()) and (
-            asyncio.get_running_loop().time() < deadline
-        ):
-            await asyncio.sleep(0.05)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._inflight.join(), timeout)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -146,11 +142,11 @@ class Consumer:
             batch = [first]
             while len(batch) < self._batch_size and not self._inflight.empty():
                 batch.append(self._inflight.get_nowait())
-            self._busy += 1
             try:
                 await self._handle_batch(batch)
             finally:
-                self._busy -= 1
+                for _ in batch:
+                    self._inflight.task_done()
 
     async def _handle_batch(self, batch: list[AbstractIncomingMessage]) -> None:
         parsed: list[tuple[AbstractIncomingMessage, Event]] = []

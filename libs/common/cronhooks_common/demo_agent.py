@@ -28,7 +28,9 @@ def make_app() -> web.Application:
             return web.json_response({"status": "error", "message": "not JSON"}, status=400)
         entry = {
             "received_at": datetime.now(UTC).isoformat(),
-            "headers": {k: v for k, v in request.headers.items() if k.lower().startswith(("x-", "webhook-"))},
+            "headers": {
+                k: v for k, v in request.headers.items() if k.lower().startswith(("x-", "webhook-"))
+            },
             "body": body,
         }
         received.append(entry)
@@ -45,7 +47,11 @@ def make_app() -> web.Application:
                 "status": "ok",
                 "message": "wrote one digest",
                 "changes": [
-                    {"path": f"demo/digest-{body.get('id')}.md", "content": digest, "expected_hash": ""}
+                    {
+                        "path": f"demo/digest-{body.get('id')}.md",
+                        "content": digest,
+                        "expected_hash": "",
+                    }
                 ],
             }
         )

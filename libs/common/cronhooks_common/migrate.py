@@ -143,7 +143,7 @@ async def ensure_database(dsn: str) -> None:
     try:
         await admin.execute(f'create database "{name}"')
         log.info("database_created", database=name)
-    except asyncpg.DuplicateDatabaseError:
-        pass  # created concurrently by another migrate run
+    except (asyncpg.DuplicateDatabaseError, asyncpg.UniqueViolationError):
+        pass  # created concurrently by another migrate run (either error, by timing)
     finally:
         await admin.close()

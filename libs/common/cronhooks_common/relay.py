@@ -20,6 +20,7 @@ A crash between confirm and delete republishes those events (consumers dedupe by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -30,8 +31,8 @@ from prometheus_client import Counter, Gauge
 
 from cronhooks_common import db
 from cronhooks_common.broker import TRANSIENT_AMQP_ERRORS, declare_exchange, to_message
-from cronhooks_common.eventstore import _COLUMNS, event_from_row
 from cronhooks_common.events import Event
+from cronhooks_common.eventstore import _COLUMNS, event_from_row
 
 log = structlog.get_logger(__name__)
 
@@ -124,10 +125,8 @@ class OutboxRelay:
                     PUBLISHED.inc(len(rows))
                     if len(rows) == self._batch_size:
                         continue
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self._poll_seconds)
-                except TimeoutError:
-                    pass
         finally:
             if not channel.is_closed:
                 await channel.close()
@@ -141,4 +140,3 @@ class OutboxRelay:
                     for e in round_
                 )
             )
-

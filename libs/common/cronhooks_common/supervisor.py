@@ -102,7 +102,11 @@ async def _print_quick_start(settings: Settings, demo_agent_port: int | None) ->
     finally:
         await conn.close()
     graphql = f"{settings.public_url}/graphql"
-    agent = f"http://{settings.bind}:{demo_agent_port}/webhook" if demo_agent_port else "https://agent.example/webhook"
+    agent = (
+        f"http://{settings.bind}:{demo_agent_port}/webhook"
+        if demo_agent_port
+        else "https://agent.example/webhook"
+    )
     mutation = (
         'mutation { createCronWebhook(input: {url: \\"' + agent + '\\", '
         'cronSchedule: \\"*/5 * * * *\\", instruction: \\"Write a digest of the last day\\"}) '

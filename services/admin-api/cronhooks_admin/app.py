@@ -7,13 +7,13 @@ events of other services (deliveries and their outcomes) with projection.py.
 
 from __future__ import annotations
 
-from cronhooks_common.consumer import Consumer
-from cronhooks_common.crypto import SecretBox
-from cronhooks_common.service import Runtime
 from cronhooks_admin import projection
 from cronhooks_admin.commands import INBOX, Commands
 from cronhooks_admin.http import add_graphql_routes
 from cronhooks_admin.schema import build_schema
+from cronhooks_common.consumer import Consumer
+from cronhooks_common.crypto import SecretBox
+from cronhooks_common.service import Runtime
 
 
 class AdminApi:

@@ -12,6 +12,16 @@ from typing import Any
 
 import asyncpg
 
+from cronhooks_admin import projection
+from cronhooks_admin.auth import Admin
+from cronhooks_admin.validation import (
+    InputError,
+    camel,
+    check_idempotency_key,
+    check_schedule,
+    check_secret,
+    normalize,
+)
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import claim_event
@@ -25,16 +35,6 @@ from cronhooks_common.events import (
 )
 from cronhooks_common.signing import generate_secret
 from cronhooks_common.webhooks import CONFIG_FIELDS, target_of
-from cronhooks_admin import projection
-from cronhooks_admin.auth import Admin
-from cronhooks_admin.validation import (
-    InputError,
-    check_idempotency_key,
-    camel,
-    check_schedule,
-    check_secret,
-    normalize,
-)
 
 INBOX = "admin.inbox"
 
@@ -158,11 +158,11 @@ class Commands:
                 )
             if new_secret is not None:
                 await self._store_secret(conn, webhook_id, new_secret)
-                events.append(NewEvent(EventType.WEBHOOK_SECRET_ROTATED, {"webhook_id": webhook_id}))
-            if events:
-                await self._append(
-                    conn, webhook_stream(webhook_id), state.version, events, admin
+                events.append(
+                    NewEvent(EventType.WEBHOOK_SECRET_ROTATED, {"webhook_id": webhook_id})
                 )
+            if events:
+                await self._append(conn, webhook_stream(webhook_id), state.version, events, admin)
         return webhook_id
 
     async def delete_webhook(self, webhook_id: int, admin: Admin) -> int:

@@ -8,9 +8,9 @@ from typing import Any
 import asyncpg
 from aiodataloader import DataLoader
 
-from cronhooks_common.clock import Clock
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.commands import Commands
+from cronhooks_common.clock import Clock
 
 
 class AttemptsLoader(DataLoader[int, list[dict[str, Any]]]):

@@ -7,15 +7,15 @@ from typing import Any
 
 import asyncpg
 import structlog
+from aiohttp import web
 from ariadne import graphql
 from ariadne.explorer import ExplorerGraphiQL
-from aiohttp import web
 from graphql import GraphQLSchema
 
-from cronhooks_common.clock import Clock
 from cronhooks_admin.auth import authenticate
 from cronhooks_admin.commands import Commands
 from cronhooks_admin.context import Context
+from cronhooks_common.clock import Clock
 
 log = structlog.get_logger(__name__)
 

@@ -8,21 +8,20 @@ from typing import Any, TypeVar
 
 from graphql import GraphQLError, GraphQLResolveInfo
 
-from cronhooks_common.cron import CronError, CronSchedule
-from cronhooks_common.eventstore import ConcurrencyError
 from cronhooks_admin.commands import NotFound
 from cronhooks_admin.context import Context
 from cronhooks_admin.validation import InputError
+from cronhooks_common.cron import CronError, CronSchedule
+from cronhooks_common.eventstore import ConcurrencyError
 
 T = TypeVar("T")
+Info = GraphQLResolveInfo[Context]
 MAX_LIMIT = 500
 MAX_NEXT_RUNS = 100
 
 
 def bad_input(field: str, reason: str) -> GraphQLError:
-    return GraphQLError(
-        f"{field}: {reason}", extensions={"code": "BAD_USER_INPUT", "field": field}
-    )
+    return GraphQLError(f"{field}: {reason}", extensions={"code": "BAD_USER_INPUT", "field": field})
 
 
 def not_found(message: str) -> GraphQLError:
@@ -40,8 +39,9 @@ async def _command(run: Callable[[], Awaitable[T]]) -> T:
             raise not_found(str(exc)) from None
         except ConcurrencyError:
             continue  # another command changed the webhook meanwhile: decide again
-    raise GraphQLError("the webhook is being changed concurrently; try again",
-                       extensions={"code": "CONFLICT"})
+    raise GraphQLError(
+        "the webhook is being changed concurrently; try again", extensions={"code": "CONFLICT"}
+    )
 
 
 async def _webhook_row(ctx: Context, webhook_id: int) -> dict[str, Any]:
@@ -54,24 +54,24 @@ async def _webhook_row(ctx: Context, webhook_id: int) -> dict[str, Any]:
 # --- queries -------------------------------------------------------------------------
 
 
-async def cron_webhooks(_: Any, info: GraphQLResolveInfo) -> list[dict[str, Any]]:
-    ctx: Context = info.context
+async def cron_webhooks(_: Any, info: Info) -> list[dict[str, Any]]:
+    ctx = info.context
     rows = await ctx.pool.fetch(
         "select * from admin.webhooks where disabled_at is null order by created_at, id"
     )
     return [dict(r) for r in rows]
 
 
-async def cron_webhook(_: Any, info: GraphQLResolveInfo, id: int) -> dict[str, Any] | None:
-    ctx: Context = info.context
+async def cron_webhook(_: Any, info: Info, id: int) -> dict[str, Any] | None:
+    ctx = info.context
     row = await ctx.pool.fetchrow("select * from admin.webhooks where id = $1", id)
     return None if row is None else dict(row)
 
 
 async def cron_webhook_deliveries(
-    _: Any, info: GraphQLResolveInfo, cron_webhook_id: int, limit: int = 50
+    _: Any, info: Info, cron_webhook_id: int, limit: int = 50
 ) -> list[dict[str, Any]]:
-    ctx: Context = info.context
+    ctx = info.context
     if not 1 <= limit <= MAX_LIMIT:
         raise bad_input("limit", f"must be from 1 to {MAX_LIMIT}")
     rows = await ctx.pool.fetch(
@@ -83,18 +83,16 @@ async def cron_webhook_deliveries(
     return [dict(r) for r in rows]
 
 
-async def cron_webhook_delivery(
-    _: Any, info: GraphQLResolveInfo, id: int
-) -> dict[str, Any] | None:
-    ctx: Context = info.context
+async def cron_webhook_delivery(_: Any, info: Info, id: int) -> dict[str, Any] | None:
+    ctx = info.context
     row = await ctx.pool.fetchrow("select * from admin.deliveries where id = $1", id)
     return None if row is None else dict(row)
 
 
 async def resolve_cron_webhook_next_runs(
-    webhook: dict[str, Any], info: GraphQLResolveInfo, count: int = 5
+    webhook: dict[str, Any], info: Info, count: int = 5
 ) -> list[datetime]:
-    ctx: Context = info.context
+    ctx = info.context
     if not 0 <= count <= MAX_NEXT_RUNS:
         raise bad_input("count", f"must be from 0 to {MAX_NEXT_RUNS}")
     if not webhook["enabled"] or webhook["disabled_at"] is not None:
@@ -107,9 +105,9 @@ async def resolve_cron_webhook_next_runs(
 
 
 async def resolve_delivery_attempts(
-    delivery: dict[str, Any], info: GraphQLResolveInfo
+    delivery: dict[str, Any], info: Info
 ) -> list[dict[str, Any]]:
-    ctx: Context = info.context
+    ctx = info.context
     return await ctx.attempts.load(delivery["id"])
 
 
@@ -117,37 +115,35 @@ async def resolve_delivery_attempts(
 
 
 async def create_cron_webhook(
-    _: Any, info: GraphQLResolveInfo, input: dict[str, Any]
+    _: Any, info: Info, input: dict[str, Any]
 ) -> dict[str, Any]:
-    ctx: Context = info.context
+    ctx = info.context
     webhook_id, secret = await _command(lambda: ctx.commands.create_webhook(input, ctx.admin))
     return {"cron_webhook": await _webhook_row(ctx, webhook_id), "secret": secret}
 
 
 async def update_cron_webhook(
-    _: Any, info: GraphQLResolveInfo, input: dict[str, Any]
+    _: Any, info: Info, input: dict[str, Any]
 ) -> dict[str, Any]:
-    ctx: Context = info.context
+    ctx = info.context
     webhook_id = await _command(lambda: ctx.commands.update_webhook(input, ctx.admin))
     return {"cron_webhook": await _webhook_row(ctx, webhook_id)}
 
 
-async def delete_cron_webhook(_: Any, info: GraphQLResolveInfo, id: int) -> dict[str, Any]:
-    ctx: Context = info.context
+async def delete_cron_webhook(_: Any, info: Info, id: int) -> dict[str, Any]:
+    ctx = info.context
     return {"id": await _command(lambda: ctx.commands.delete_webhook(id, ctx.admin))}
 
 
 async def regenerate_cron_webhook_secret(
-    _: Any, info: GraphQLResolveInfo, id: int
+    _: Any, info: Info, id: int
 ) -> dict[str, Any]:
-    ctx: Context = info.context
+    ctx = info.context
     secret = await _command(lambda: ctx.commands.regenerate_secret(id, ctx.admin))
     return {"cron_webhook": await _webhook_row(ctx, id), "secret": secret}
 
 
-async def trigger_cron_webhook(
-    _: Any, info: GraphQLResolveInfo, webhook_id: int
-) -> dict[str, Any]:
-    ctx: Context = info.context
+async def trigger_cron_webhook(_: Any, info: Info, webhook_id: int) -> dict[str, Any]:
+    ctx = info.context
     delivery_id = await _command(lambda: ctx.commands.trigger_webhook(webhook_id, ctx.admin))
     return {"delivery_id": delivery_id}

@@ -17,8 +17,8 @@ from ariadne import (
 )
 from graphql import GraphQLSchema
 
-from cronhooks_common.clock import iso
 from cronhooks_admin import resolvers
+from cronhooks_common.clock import iso
 
 datetime_scalar = ScalarType("DateTime")
 

@@ -86,7 +86,8 @@ def check_schedule(config: dict[str, Any]) -> None:
     try:
         CronSchedule.parse(config["cron_schedule"], config["timezone"])
     except CronError as exc:
-        raise InputError("timezone" if exc.field == "timezone" else "cronSchedule", exc.reason)
+        field = "timezone" if exc.field == "timezone" else "cronSchedule"
+        raise InputError(field, exc.reason) from None
 
 
 def check_secret(secret: str | None) -> str | None:

@@ -88,7 +88,9 @@ class Dispatcher:
                 write_patterns=target["write_patterns"],
                 now=now,
             )
-        body = payload.build_body(request, timestamp=timestamp, api_token=token, api_url=self.api_url)
+        body = payload.build_body(
+            request, timestamp=timestamp, api_token=token, api_url=self.api_url
+        )
         raw = payload.encode(body)
         headers = signature_headers(
             signing_key(secret),

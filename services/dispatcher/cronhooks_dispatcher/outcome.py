@@ -42,7 +42,9 @@ def classify(result: HttpResult) -> Outcome:
         return Outcome(True)  # empty or non-JSON 2xx: success, nothing to import
     if answer.get("status") == "error":
         message = answer.get("message")
-        return Outcome(False, f"agent reported error: {message}" if message else "agent reported error")
+        return Outcome(
+            False, f"agent reported error: {message}" if message else "agent reported error"
+        )
     changes = answer.get("changes")
     return Outcome(True, changes=changes if isinstance(changes, list) and changes else None)
 

@@ -41,9 +41,7 @@ async def post(
 
     try:
         async with asyncio.timeout(timeout_seconds):
-            async with session.post(
-                url, data=body, headers=headers, allow_redirects=False
-            ) as resp:
+            async with session.post(url, data=body, headers=headers, allow_redirects=False) as resp:
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in resp.content.iter_chunked(64 << 10):

@@ -134,7 +134,12 @@ async def _request_slots(
         }
         causation = Causation.new(actor="scheduler")
         batch.append(
-            (delivery_stream(delivery_id), 0, NewEvent(EventType.DELIVERY_REQUESTED, data), causation)
+            (
+                delivery_stream(delivery_id),
+                0,
+                NewEvent(EventType.DELIVERY_REQUESTED, data),
+                causation,
+            )
         )
     await eventstore.append_many(conn, batch, occurred_at=now)
     REQUESTED.inc(len(batch))

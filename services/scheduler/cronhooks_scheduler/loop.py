@@ -78,7 +78,7 @@ class SchedulerLoop:
                 await asyncio.sleep(0.5)
                 continue
             lost = asyncio.Event()
-            conn.add_termination_listener(lambda _: lost.set())
+            conn.add_termination_listener(lambda _, lost=lost: lost.set())
             try:
                 await conn.add_listener(TIMERS_CHANNEL, lambda *_: self._wake.set())
                 self._wake.set()

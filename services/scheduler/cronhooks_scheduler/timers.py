@@ -49,7 +49,9 @@ async def set_cron_timer(
     conn: asyncpg.Connection, webhook_id: int, due_at: datetime | None
 ) -> None:
     if due_at is None:
-        await conn.execute("delete from scheduler.timers where timer_key = $1", cron_key(webhook_id))
+        await conn.execute(
+            "delete from scheduler.timers where timer_key = $1", cron_key(webhook_id)
+        )
     else:
         await conn.execute(
             """
@@ -67,8 +69,7 @@ async def set_cron_timer(
 async def on_webhook_event(conn: asyncpg.Connection, event: Event) -> None:
     webhook_id = int(event.data["webhook_id"])
     row = await conn.fetchrow(
-        "select stream_version, config from scheduler.webhooks where webhook_id = $1"
-        " for update",
+        "select stream_version, config from scheduler.webhooks where webhook_id = $1 for update",
         webhook_id,
     )
     if row is not None and row["stream_version"] >= event.version:
@@ -107,4 +108,3 @@ async def on_webhook_event(conn: asyncpg.Connection, event: Event) -> None:
         # change still yields exactly the slot admin-api reports as nextRunAt.)
         await set_cron_timer(conn, webhook_id, next_slot(config, event.occurred_at))
     log.info("webhook_projected", webhook_id=webhook_id, event_type=event.type)
-

@@ -1,0 +1,37 @@
+# cronhooks — developer entry points. `make up` runs everything locally; `make test` tests it.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: install up test test-unit lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+# A random CRONHOOKS_SECRET_KEY on first use; loopback agents allowed for local work.
+.env:
+	@$(PYTHON) -c 'import secrets; print("# written by make on first use; keep it secret\nCRONHOOKS_SECRET_KEY=" + secrets.token_hex(32) + "\n# the demo agent listens on loopback\nCRONHOOKS_ALLOW_PRIVATE_TARGETS=true")' > $@
+	@echo "wrote .env with a new CRONHOOKS_SECRET_KEY"
+
+up: install .env
+	$(BIN)/cronhooks up --demo-agent --print-token
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+test-unit: install
+	$(BIN)/pytest -q tests/unit
+
+
+clean:
+	rm -rf $(VENV) test-artifacts .pytest_cache .mypy_cache .ruff_cache

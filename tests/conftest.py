@@ -1,0 +1,108 @@
+"""Shared fixtures: a migrated template database, a fresh database and vhost per test.
+
+Everything talks to the real Postgres and RabbitMQ on 127.0.0.1. The template is
+migrated once per session; each test gets `CREATE DATABASE … TEMPLATE` (fast) and its own
+vhost, so tests never see each other's rows, queues or messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from urllib.parse import quote
+
+import asyncpg
+import pytest
+
+from cronhooks_common import broker, db
+from cronhooks_common.migrate import migrate
+from cronhooks_common.relay import OutboxRelay
+from cronhooks_common.settings import Settings
+from tests.support import rabbit
+
+PG_SERVER = os.environ.get("CRONHOOKS_TEST_PG", "postgresql://127.0.0.1:5432")
+SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
+RUN_ID = uuid.uuid4().hex[:8]
+
+
+def dsn_for(name: str) -> str:
+    return f"{PG_SERVER}/{name}"
+
+
+async def _drop_database(name: str) -> None:
+    admin = await asyncpg.connect(dsn_for("postgres"))
+    try:
+        await admin.execute(f'drop database if exists "{name}" with (force)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+async def template_db() -> AsyncIterator[str]:
+    name = f"cronhooks_test_{RUN_ID}_tpl"
+    await migrate(dsn_for(name))
+    yield name
+    await _drop_database(name)
+
+
+@pytest.fixture
+async def database_url(template_db: str) -> AsyncIterator[str]:
+    name = f"cronhooks_test_{RUN_ID}_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(dsn_for("postgres"))
+    try:
+        await admin.execute(f'create database "{name}" template "{template_db}"')
+    finally:
+        await admin.close()
+    yield dsn_for(name)
+    await _drop_database(name)
+
+
+@pytest.fixture
+async def vhost() -> AsyncIterator[str]:
+    name = f"cronhooks-test-{RUN_ID}-{uuid.uuid4().hex[:8]}"
+    await rabbit.create_vhost(name)
+    yield name
+    await rabbit.delete_vhost(name)
+
+
+@pytest.fixture
+def amqp_url(vhost: str) -> str:
+    return f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}"
+
+
+@pytest.fixture
+def settings(database_url: str, amqp_url: str) -> Settings:
+    return Settings.from_mapping(
+        {
+            "CRONHOOKS_SECRET_KEY": SECRET_KEY,
+            "CRONHOOKS_DATABASE_URL": database_url,
+            "CRONHOOKS_AMQP_URL": amqp_url,
+            "CRONHOOKS_ALLOW_PRIVATE_TARGETS": "true",
+            "CRONHOOKS_LOG_FORMAT": "console",
+        }
+    )
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    p = await db.create_pool(database_url, name="test", min_size=1, max_size=20)
+    yield p
+    await p.close()
+
+
+@pytest.fixture
+async def amqp(amqp_url: str) -> AsyncIterator[broker.AbstractRobustConnection]:
+    conn = await broker.connect(amqp_url, name="test")
+    yield conn
+    await conn.close()
+
+
+@pytest.fixture
+async def relay(database_url: str, amqp: broker.AbstractRobustConnection) -> AsyncIterator[None]:
+    """One outbox relay running for the test (what every service process runs)."""
+    task = asyncio.create_task(OutboxRelay(dsn=database_url, amqp=amqp, name="test").run())
+    yield
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,185 @@
+"""Admin GraphQL over real HTTP on loopback, against the real database and broker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.settings import Settings
+from tests.support.inprocess import Running, admin_token, running
+
+T0 = datetime(2026, 2, 9, 9, 2, 30, tzinfo=UTC)
+
+CREATE = """
+mutation($input: CreateCronWebhookInput!) {
+  createCronWebhook(input: $input) {
+    secret
+    cronWebhook { id url cronSchedule timezone hasSecret enabled nextRunAt nextRuns(count: 3)
+                  readPatterns writePatterns timeoutSeconds maxRetries maxDepth
+                  concurrencyPolicy catchUpPolicy misfireGraceSeconds consecutiveFailures }
+  }
+}"""
+
+
+@pytest.fixture
+async def api(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock]]:
+    clock = ManualClock(T0)
+    async with running(settings, clock, ("admin-api",)) as r:
+        yield r, await admin_token(settings.database_url), clock
+
+
+def webhook_input(**over: object) -> dict[str, object]:
+    return {
+        "url": "https://agent.example/hook",
+        "cronSchedule": "*/5 * * * *",
+        "instruction": "digest",
+        **over,
+    }
+
+
+async def event_count(pool_dsn: str) -> int:
+    conn = await asyncpg.connect(pool_dsn)
+    try:
+        return int(await conn.fetchval("select count(*) from eventstore.events"))
+    finally:
+        await conn.close()
+
+
+async def test_missing_or_unknown_token_is_unauthenticated(api) -> None:  # type: ignore[no-untyped-def]
+    r, _, _ = api
+    for token in (None, "cha_nope"):
+        status, body = await r.graphql(token, "{ cronWebhooks { id } }")
+        assert status == 401
+        assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+
+
+async def test_create_returns_secret_once_and_computes_next_run(api, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    r, token, _ = api
+    status, body = await r.graphql(token, CREATE, {"input": webhook_input()})
+    assert status == 200, body
+    payload = body["data"]["createCronWebhook"]
+    hook = payload["cronWebhook"]
+    assert payload["secret"].startswith("whsec_")
+    assert hook["hasSecret"] is True
+    assert hook["timezone"] == "UTC"
+    assert hook["nextRunAt"] == "2026-02-09T09:05:00.000Z"
+    assert hook["nextRuns"] == [
+        "2026-02-09T09:05:00.000Z",
+        "2026-02-09T09:10:00.000Z",
+        "2026-02-09T09:15:00.000Z",
+    ]
+    assert (hook["readPatterns"], hook["writePatterns"]) == (["*"], [])
+    assert (hook["timeoutSeconds"], hook["maxRetries"], hook["maxDepth"]) == (60, 0, 1)
+    assert (hook["concurrencyPolicy"], hook["catchUpPolicy"]) == ("ALLOW", "LATEST_ONCE")
+    # The secret is stored encrypted, not in plain text, and no event carries it.
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        sealed = await conn.fetchval("select ciphertext from shared.webhook_secrets")
+        assert payload["secret"].encode() not in sealed
+        dump = await conn.fetchval("select string_agg(data::text, ' ') from eventstore.events")
+        assert payload["secret"] not in dump
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize(
+    ("over", "field"),
+    [
+        ({"cronSchedule": "61 * * * *"}, "cronSchedule"),
+        ({"cronSchedule": "@fortnightly"}, "cronSchedule"),
+        ({"timezone": "Europe/Atlantis"}, "timezone"),
+        ({"url": "file:///etc/passwd"}, "url"),
+        ({"timeoutSeconds": 0}, "timeoutSeconds"),
+        ({"maxRetries": 99}, "maxRetries"),
+        ({"secret": "too-short"}, "secret"),
+        ({"idempotencyKey": ""}, "idempotencyKey"),
+    ],
+)
+async def test_bad_input_names_the_field_and_changes_nothing(
+    api, settings: Settings, over, field
+) -> None:  # type: ignore[no-untyped-def]
+    r, token, _ = api
+    before = await event_count(settings.database_url)
+    _, body = await r.graphql(token, CREATE, {"input": webhook_input(**over)})
+    error = body["errors"][0]
+    assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": field}
+    assert field in error["message"]
+    assert await event_count(settings.database_url) == before
+
+
+async def test_idempotency_key_returns_the_first_result(api, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    r, token, _ = api
+    results = await asyncio.gather(
+        *(
+            r.graphql(token, CREATE, {"input": webhook_input(idempotencyKey="k-1")})
+            for _ in range(5)
+        )
+    )
+    ids = {b["data"]["createCronWebhook"]["cronWebhook"]["id"] for _, b in results}
+    secrets = {b["data"]["createCronWebhook"]["secret"] for _, b in results}
+    assert len(ids) == 1 and len(secrets) == 1
+    _, listing = await r.graphql(token, "{ cronWebhooks { id } }")
+    assert len(listing["data"]["cronWebhooks"]) == 1
+    assert await event_count(settings.database_url) == 1
+
+
+async def test_update_pause_resume_delete(api) -> None:  # type: ignore[no-untyped-def]
+    r, token, _ = api
+    _, body = await r.graphql(token, CREATE, {"input": webhook_input()})
+    hook_id = body["data"]["createCronWebhook"]["cronWebhook"]["id"]
+    update = """mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) {
+        cronWebhook { cronSchedule timezone enabled nextRunAt } } }"""
+    _, body = await r.graphql(
+        token,
+        update,
+        {"input": {"id": hook_id, "cronSchedule": "0 9 * * *", "timezone": "Europe/Berlin"}},
+    )
+    hook = body["data"]["updateCronWebhook"]["cronWebhook"]
+    assert hook["nextRunAt"] == "2026-02-10T08:00:00.000Z"  # 09:00 Berlin (CET) tomorrow
+    _, body = await r.graphql(token, update, {"input": {"id": hook_id, "enabled": False}})
+    assert body["data"]["updateCronWebhook"]["cronWebhook"]["nextRunAt"] is None
+    _, body = await r.graphql(token, update, {"input": {"id": hook_id, "cronSchedule": "bad"}})
+    assert body["errors"][0]["extensions"]["field"] == "cronSchedule"
+    _, body = await r.graphql(token, update, {"input": {"id": hook_id, "enabled": True}})
+    assert (
+        body["data"]["updateCronWebhook"]["cronWebhook"]["nextRunAt"] == "2026-02-10T08:00:00.000Z"
+    )
+
+    _, body = await r.graphql(token, f"mutation {{ deleteCronWebhook(id: {hook_id}) {{ id }} }}")
+    assert body["data"]["deleteCronWebhook"]["id"] == hook_id
+    _, body = await r.graphql(token, "{ cronWebhooks { id } }")
+    assert body["data"]["cronWebhooks"] == []
+    _, body = await r.graphql(token, f"{{ cronWebhook(id: {hook_id}) {{ id enabled nextRunAt }} }}")
+    assert body["data"]["cronWebhook"] == {"id": hook_id, "enabled": False, "nextRunAt": None}
+    _, body = await r.graphql(token, update, {"input": {"id": hook_id, "enabled": True}})
+    assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+
+
+async def test_unknown_ids_are_not_found(api) -> None:  # type: ignore[no-untyped-def]
+    r, token, _ = api
+    for mutation in (
+        "triggerCronWebhook(webhookId: 999) { deliveryId }",
+        "deleteCronWebhook(id: 999) { id }",
+        "regenerateCronWebhookSecret(id: 999) { secret }",
+    ):
+        _, body = await r.graphql(token, f"mutation {{ {mutation} }}")
+        assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND", body
+
+
+async def test_regenerate_secret_returns_a_new_one(api) -> None:  # type: ignore[no-untyped-def]
+    r, token, _ = api
+    _, body = await r.graphql(token, CREATE, {"input": webhook_input()})
+    first = body["data"]["createCronWebhook"]
+    _, body = await r.graphql(
+        token,
+        f"mutation {{ regenerateCronWebhookSecret(id: {first['cronWebhook']['id']})"
+        " { secret cronWebhook { hasSecret } } }",
+    )
+    second = body["data"]["regenerateCronWebhookSecret"]
+    assert second["secret"].startswith("whsec_") and second["secret"] != first["secret"]
+    assert second["cronWebhook"]["hasSecret"] is True

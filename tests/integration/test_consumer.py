@@ -1,0 +1,126 @@
+"""The consumer base: inbox dedupe, dead-lettering, and surviving broker connection loss."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from uuid import uuid4
+
+import aio_pika
+import asyncpg
+import pytest
+
+from cronhooks_common import broker
+from cronhooks_common.consumer import Consumer
+from cronhooks_common.events import Event
+from tests.support import rabbit
+from tests.support.inprocess import eventually
+
+
+def make_event(n: int, kind: str = "test.counted") -> Event:
+    return Event(uuid4(), kind, f"count-{n}", 1, datetime.now(UTC), {"n": n}, uuid4())
+
+
+@pytest.fixture
+async def effects(pool: asyncpg.Pool) -> asyncpg.Pool:
+    await pool.execute("create table public.effects (n int not null, event_id uuid not null)")
+    await pool.execute("create table public.test_inbox (event_id uuid primary key)")
+    return pool
+
+
+async def publish(amqp: broker.AbstractRobustConnection, events: list[Event]) -> None:
+    channel = await amqp.channel(publisher_confirms=True)
+    exchange = await broker.declare_exchange(channel)
+    for event in events:
+        await exchange.publish(broker.to_message(event), routing_key=event.type)
+    await channel.close()
+
+
+async def count_effects(pool: asyncpg.Pool) -> int:
+    return int(await pool.fetchval("select count(*) from public.effects"))
+
+
+def consumer(pool: asyncpg.Pool, amqp: broker.AbstractRobustConnection, **kw: object) -> Consumer:
+    async def record(conn: asyncpg.Connection, event: Event) -> None:
+        if event.data.get("poison"):
+            raise ValueError("cannot handle this one")
+        await conn.execute(
+            "insert into public.effects (n, event_id) values ($1, $2)",
+            event.data["n"],
+            event.event_id,
+        )
+
+    return Consumer(
+        name="testconsumer",
+        amqp=amqp,
+        pool=pool,
+        inbox="public.test_inbox",
+        routing_keys=["test.#"],
+        transactional=record,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def test_redelivered_event_has_one_effect(
+    effects: asyncpg.Pool, amqp: broker.AbstractRobustConnection
+) -> None:
+    c = consumer(effects, amqp)
+    await c.start()
+    events = [make_event(i) for i in range(50)]
+    await publish(amqp, events + events[:20])  # 20 duplicates, as after a relay crash
+    await eventually(lambda: _equals(count_effects(effects), 50))
+    await asyncio.sleep(0.2)
+    assert await count_effects(effects) == 50
+    await c.stop()
+
+
+async def _equals(value: object, expected: int) -> bool:
+    return await value == expected  # type: ignore[misc]
+
+
+async def test_poison_message_is_dead_lettered_and_others_go_on(
+    effects: asyncpg.Pool, amqp: broker.AbstractRobustConnection, vhost: str
+) -> None:
+    c = consumer(effects, amqp)
+    await c.start()
+    poison = Event(
+        uuid4(), "test.counted", "p", 1, datetime.now(UTC), {"n": -1, "poison": True}, uuid4()
+    )
+    await publish(amqp, [make_event(1), poison, make_event(2)])
+    channel = await amqp.channel()
+    await channel.default_exchange.publish(
+        aio_pika.Message(b"not json at all"), routing_key="cronhooks.testconsumer"
+    )
+    await eventually(lambda: _equals(count_effects(effects), 2))
+    dead = await eventually(
+        lambda: _at_least(rabbit.queue_depth(vhost, "cronhooks.testconsumer.dead"), 2), timeout=15
+    )
+    assert dead == 2
+    await c.stop()
+
+
+async def _at_least(value: object, n: int) -> int | None:
+    got = await value  # type: ignore[misc]
+    return got if got >= n else None
+
+
+async def test_consumer_survives_broker_connection_loss(
+    effects: asyncpg.Pool, amqp_url: str, vhost: str
+) -> None:
+    amqp = await broker.connect(amqp_url, name="victim")
+    publisher = await broker.connect(amqp_url, name="publisher")
+    c = consumer(effects, amqp)
+    await c.start()
+    try:
+        first = [make_event(i) for i in range(100)]
+        await publish(publisher, first)
+        await eventually(lambda: _equals(count_effects(effects), 100))
+        assert await rabbit.close_connections(vhost, "cronhooks-victim") == 1
+        second = [make_event(i) for i in range(100, 200)]
+        await publish(publisher, second)
+        # The robust connection reconnects and re-consumes by itself.
+        await eventually(lambda: _equals(count_effects(effects), 200), timeout=30)
+    finally:
+        await c.stop()
+        await amqp.close()
+        await publisher.close()

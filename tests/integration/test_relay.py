@@ -1,0 +1,230 @@
+"""The outbox relay loses nothing and keeps per-stream order under concurrent writers.
+
+A `bigserial`-tailing relay fails this test: positions are handed out at insert, so a
+slow transaction's events (small position, late commit) would be skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from uuid import UUID
+
+import aio_pika
+import asyncpg
+import pytest
+
+from cronhooks_common import broker, db, eventstore
+from cronhooks_common.events import Causation, Event, NewEvent
+from cronhooks_common.relay import RELAY_LOCK, OutboxRelay
+
+WRITERS = 8
+EVENTS = 2000
+STREAMS = 40
+
+
+async def _writer(dsn: str, rng: random.Random, quota: int, committed: list[Event]) -> int:
+    conflicts = 0
+    conn = await db.connect(dsn, name="writer")
+    try:
+        written = 0
+        while written < quota:
+            stream = f"relaytest-{rng.randrange(STREAMS)}"
+            count = min(rng.randint(1, 3), quota - written)
+            try:
+                async with conn.transaction():
+                    version = await eventstore.stream_version(conn, stream)
+                    await asyncio.sleep(rng.random() * 0.004)
+                    events = await eventstore.append(
+                        conn,
+                        stream,
+                        [NewEvent("test.happened", {"n": i}) for i in range(count)],
+                        expected_version=version,
+                        causation=Causation.new("test"),
+                        occurred_at=datetime.now(UTC),
+                    )
+                    # Hold the transaction open a random while after taking positions:
+                    # later transactions commit first with larger positions.
+                    await asyncio.sleep(rng.random() * rng.choice((0.001, 0.01, 0.05)))
+            except eventstore.ConcurrencyError:
+                conflicts += 1
+                continue
+            committed.extend(events)
+            written += count
+    finally:
+        await conn.close()
+    return conflicts
+
+
+async def _terminate_leader(dsn: str) -> bool:
+    conn = await asyncpg.connect(dsn)
+    try:
+        pid = await conn.fetchval(
+            """
+            select l.pid from pg_locks l
+            where l.locktype = 'advisory' and l.granted
+              and ((l.classid::bigint << 32) | l.objid::bigint) = $1
+            """,
+            RELAY_LOCK,
+        )
+        if pid is None:
+            return False
+        return bool(await conn.fetchval("select pg_terminate_backend($1)", pid))
+    finally:
+        await conn.close()
+
+
+# RELAY_RUNS=10 repeats the test with other random schedules (the issue asks for 10 in a row).
+@pytest.mark.parametrize("run", range(int(os.environ.get("RELAY_RUNS", "1"))))
+async def test_relay_delivers_every_event_in_stream_order(
+    database_url: str, amqp: broker.AbstractRobustConnection, run: int
+) -> None:
+    channel = await amqp.channel()
+    exchange = await broker.declare_exchange(channel)
+    queue = await channel.declare_queue("relay-test", exclusive=True)
+    await queue.bind(exchange, routing_key="#")
+    received: list[tuple[UUID, str, int]] = []
+    got_all = asyncio.Event()
+    expected: set[UUID] = set()
+
+    async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+        event = Event.from_bytes(message.body)
+        assert message.message_id == str(event.event_id)
+        assert message.type == event.type
+        received.append((event.event_id, event.stream, event.version))
+        await message.ack()
+        if writers_done.is_set() and expected <= {r[0] for r in received}:
+            got_all.set()
+
+    writers_done = asyncio.Event()
+    await queue.consume(on_message)
+
+    # Two relays compete; the leader is killed mid-run to prove failover loses nothing.
+    relays = [
+        asyncio.create_task(
+            OutboxRelay(dsn=database_url, amqp=amqp, name=f"relay-{n}", batch_size=200).run()
+        )
+        for n in "ab"
+    ]
+    committed: list[Event] = []
+    rng = random.Random(run)
+    started = time.monotonic()
+    tasks = [
+        asyncio.create_task(
+            _writer(database_url, random.Random(rng.random()), EVENTS // WRITERS, committed)
+        )
+        for _ in range(WRITERS)
+    ]
+    await asyncio.sleep(0.3)
+    assert await _terminate_leader(database_url), "no relay was leading"
+    conflicts = sum(await asyncio.gather(*tasks))
+    expected.update(e.event_id for e in committed)
+    writers_done.set()
+    if expected <= {r[0] for r in received}:
+        got_all.set()
+    try:
+        await asyncio.wait_for(got_all.wait(), 60)
+        # Everything confirmed is also cleared from the outbox.
+        conn = await asyncpg.connect(database_url)
+        try:
+            for _ in range(100):
+                left = await conn.fetchval("select count(*) from eventstore.outbox")
+                if left == 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert left == 0
+        finally:
+            await conn.close()
+    finally:
+        for task in relays:
+            task.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)
+
+    seen_ids = [r[0] for r in received]
+    missing = expected - set(seen_ids)
+    duplicates = len(seen_ids) - len(set(seen_ids))
+    first_seen: dict[str, list[int]] = defaultdict(list)
+    unique: set[UUID] = set()
+    for event_id, stream, version in received:
+        if event_id not in unique:
+            unique.add(event_id)
+            first_seen[stream].append(version)
+    out_of_order = {s: v for s, v in first_seen.items() if v != sorted(v)}
+    print(
+        f"\nrelay: {len(expected)} events, {WRITERS} writers, {conflicts} version conflicts, "
+        f"received {len(seen_ids)}, duplicates {duplicates}, missing {len(missing)}, "
+        f"streams out of order {len(out_of_order)}, {time.monotonic() - started:.2f}s"
+    )
+    assert len(expected) >= EVENTS
+    assert not missing
+    assert not out_of_order
+    # Versions of each stream arrive without gaps: 1..n.
+    for stream, versions in first_seen.items():
+        assert versions == list(range(1, len(versions) + 1)), stream
+
+
+async def test_relay_publishes_a_slow_transaction_that_a_position_tailer_skips(
+    database_url: str, amqp: broker.AbstractRobustConnection
+) -> None:
+    """The classic trap, deterministically: A takes a position, B takes a larger one and
+    commits first. A reader that tails by position moves past A's event for good."""
+    channel = await amqp.channel()
+    exchange = await broker.declare_exchange(channel)
+    queue = await channel.declare_queue("trap-test", exclusive=True)
+    await queue.bind(exchange, routing_key="#")
+    a = await db.connect(database_url, name="slow")
+    b = await db.connect(database_url, name="fast")
+    tailer = await db.connect(database_url, name="tailer")
+    now = datetime.now(UTC)
+    try:
+        tx_a = a.transaction()
+        await tx_a.start()
+        [slow] = await eventstore.append(
+            a,
+            "slow-1",
+            [NewEvent("test.slow", {})],
+            expected_version=0,
+            causation=Causation.new(),
+            occurred_at=now,
+        )
+        async with b.transaction():
+            [fast] = await eventstore.append(
+                b,
+                "fast-1",
+                [NewEvent("test.fast", {})],
+                expected_version=0,
+                causation=Causation.new(),
+                occurred_at=now,
+            )
+        # The naive reader: everything after the last position it saw.
+        seen = await tailer.fetch(
+            "select event_id, position from eventstore.events order by position"
+        )
+        last_position = seen[-1]["position"]
+        assert [r["event_id"] for r in seen] == [fast.event_id]
+        await tx_a.commit()
+        later = await tailer.fetch(
+            "select event_id from eventstore.events where position > $1", last_position
+        )
+        assert later == []  # the tailer has lost the slow event for good
+
+        relay = asyncio.create_task(OutboxRelay(dsn=database_url, amqp=amqp, name="trap").run())
+        got: set[UUID] = set()
+        try:
+            async with queue.iterator() as messages:
+                async for message in messages:
+                    await message.ack()
+                    got.add(UUID(message.message_id))
+                    if len(got) == 2:
+                        break
+        finally:
+            relay.cancel()
+            await asyncio.gather(relay, return_exceptions=True)
+        assert got == {slow.event_id, fast.event_id}
+    finally:
+        for conn in (a, b, tailer):
+            await conn.close()

@@ -1,0 +1,104 @@
+"""Boot services inside the test's event loop, on the real database and broker.
+
+Same `bootstrap` functions as `cronhooks run`, but with a clock the test controls and
+HTTP served on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from cronhooks_common import broker, db
+from cronhooks_common.cli import SERVICES
+from cronhooks_common.clock import Clock
+from cronhooks_common.ops import add_ops_routes
+from cronhooks_common.relay import OutboxRelay
+from cronhooks_common.service import Runtime
+from cronhooks_common.settings import Settings
+
+
+@dataclass
+class Running:
+    services: dict[str, Any] = field(default_factory=dict)
+    urls: dict[str, str] = field(default_factory=dict)
+
+    async def graphql(
+        self, token: str | None, query: str, variables: dict[str, Any] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"{self.urls['admin-api']}/graphql",
+                json={"query": query, "variables": variables or {}},
+                headers=headers,
+            ) as resp,
+        ):
+            return resp.status, await resp.json()
+
+
+@asynccontextmanager
+async def running(
+    settings: Settings, clock: Clock, names: tuple[str, ...] = tuple(SERVICES)
+) -> AsyncIterator[Running]:
+    pool = await db.create_pool(settings.database_url, name="inproc", max_size=20)
+    amqp = await broker.connect(settings.amqp_url, name="inproc")
+    relay = asyncio.create_task(
+        OutboxRelay(dsn=settings.database_url, amqp=amqp, name="inproc").run()
+    )
+    out = Running()
+    runners: list[web.AppRunner] = []
+    try:
+        for name in names:
+            runtime = Runtime(name=name, settings=settings, pool=pool, amqp=amqp, clock=clock)
+            add_ops_routes(runtime.http, pool=pool, amqp=amqp)
+            service = await importlib.import_module(SERVICES[name]).bootstrap(runtime)
+            await service.start()
+            runner = web.AppRunner(runtime.http, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            out.services[name] = service
+            out.urls[name] = f"http://127.0.0.1:{port}"
+            runners.append(runner)
+        yield out
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+        for service in out.services.values():
+            await service.stop()
+        relay.cancel()
+        await asyncio.gather(relay, return_exceptions=True)
+        await amqp.close()
+        await pool.close()
+
+
+async def admin_token(database_url: str, name: str = "test") -> str:
+    from cronhooks_admin.auth import create_token
+
+    conn = await db.connect(database_url, name="token")
+    try:
+        return await create_token(conn, name)
+    finally:
+        await conn.close()
+
+
+async def eventually(check: Any, timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll an async `check` until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last: {value!r})")
+        await asyncio.sleep(interval)

@@ -1,0 +1,115 @@
+"""Start the real services as processes (`cronhooks run …`) for end-to-end tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from cronhooks_common.settings import Settings
+
+SERVICES = ("admin-api", "importer", "scheduler", "dispatcher")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def with_free_ports(settings: Settings) -> dict[str, str]:
+    env = settings.to_env()
+    ports = {name: free_port() for name in ("ADMIN", "IMPORTER", "SCHEDULER", "DISPATCHER")}
+    for name, port in ports.items():
+        env[f"CRONHOOKS_{name}_PORT"] = str(port)
+    env["CRONHOOKS_PUBLIC_URL"] = f"http://127.0.0.1:{ports['ADMIN']}"
+    env["CRONHOOKS_API_PUBLIC_URL"] = f"http://127.0.0.1:{ports['IMPORTER']}"
+    return env
+
+
+@dataclass
+class Cluster:
+    env: dict[str, str]
+    procs: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+
+    def url(self, service: str) -> str:
+        key = {"admin-api": "ADMIN"}.get(service, service.upper())
+        return f"http://127.0.0.1:{self.env[f'CRONHOOKS_{key}_PORT']}"
+
+    async def cli(self, *args: str) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "cronhooks_common.cli",
+            *args,
+            env={**os.environ, **self.env},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+        return out.decode()
+
+    async def start(self, service: str) -> None:
+        ARTIFACTS.mkdir(exist_ok=True)
+        # The file lives as long as the process; opening it is instant.
+        log = open(ARTIFACTS / f"{service}.log", "ab")  # noqa: SIM115, ASYNC230
+        self.procs[service] = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "cronhooks_common.cli",
+            "run",
+            service,
+            env={**os.environ, **self.env},
+            stdout=log,
+            stderr=log,
+        )
+
+    async def wait_ready(self, service: str, timeout: float = 30) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        async with aiohttp.ClientSession() as session:
+            while True:
+                with contextlib.suppress(aiohttp.ClientError, OSError):
+                    async with session.get(f"{self.url(service)}/readyz") as resp:
+                        if resp.status == 200:
+                            return
+                if self.procs[service].returncode is not None:
+                    raise AssertionError(f"{service} exited with {self.procs[service].returncode}")
+                if asyncio.get_running_loop().time() > deadline:
+                    raise AssertionError(f"{service} not ready within {timeout}s")
+                await asyncio.sleep(0.1)
+
+    async def stop(self, service: str, sig: int = signal.SIGTERM) -> int:
+        proc = self.procs.pop(service)
+        if proc.returncode is None:
+            proc.send_signal(sig)
+        try:
+            return await asyncio.wait_for(proc.wait(), 40)
+        except TimeoutError:
+            proc.kill()
+            return await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def cluster(
+    settings: Settings, services: tuple[str, ...] = SERVICES
+) -> AsyncIterator[Cluster]:
+    c = Cluster(with_free_ports(settings))
+    try:
+        for service in services:
+            await c.start(service)
+        for service in services:
+            await c.wait_ready(service)
+        yield c
+    finally:
+        for service in list(c.procs):
+            await c.stop(service)

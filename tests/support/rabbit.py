@@ -1,0 +1,95 @@
+"""Isolated RabbitMQ vhosts for tests (management HTTP API, rabbitmqctl as a fallback)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from urllib.parse import quote
+
+import aiohttp
+
+MANAGEMENT = "http://127.0.0.1:15672/api"
+AUTH = {"Authorization": aiohttp.encode_basic_auth("guest", "guest")}
+
+
+async def _management_available() -> bool:
+    try:
+        async with (
+            aiohttp.ClientSession(headers=AUTH) as session,
+            session.get(f"{MANAGEMENT}/overview", timeout=aiohttp.ClientTimeout(3)) as r,
+        ):
+            return r.status == 200
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return False
+
+
+async def create_vhost(name: str) -> None:
+    if await _management_available():
+        async with aiohttp.ClientSession(headers=AUTH) as session:
+            async with session.put(f"{MANAGEMENT}/vhosts/{quote(name, safe='')}") as r:
+                assert r.status in (201, 204), await r.text()
+            async with session.put(
+                f"{MANAGEMENT}/permissions/{quote(name, safe='')}/guest",
+                json={"configure": ".*", "write": ".*", "read": ".*"},
+            ) as r:
+                assert r.status in (201, 204), await r.text()
+        return
+    ctl = shutil.which("rabbitmqctl") or "rabbitmqctl"
+    await asyncio.to_thread(
+        subprocess.run, [ctl, "add_vhost", name], check=True, capture_output=True
+    )
+    await asyncio.to_thread(
+        subprocess.run,
+        [ctl, "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
+        check=True,
+        capture_output=True,
+    )
+
+
+async def delete_vhost(name: str) -> None:
+    if await _management_available():
+        async with (
+            aiohttp.ClientSession(headers=AUTH) as session,
+            session.delete(f"{MANAGEMENT}/vhosts/{quote(name, safe='')}"),
+        ):
+            return
+    ctl = shutil.which("rabbitmqctl") or "rabbitmqctl"
+    await asyncio.to_thread(subprocess.run, [ctl, "delete_vhost", name], capture_output=True)
+
+
+async def close_connections(vhost: str, name_prefix: str = "", wait: float = 15.0) -> int:
+    """Force-close client connections of `vhost` (simulates losing the broker).
+
+    The management API lists a new connection only after its next stats tick, so this
+    polls for up to `wait` seconds until at least one matching connection shows up.
+    """
+    deadline = asyncio.get_running_loop().time() + wait
+    async with aiohttp.ClientSession(headers=AUTH) as session:
+        while True:
+            async with session.get(f"{MANAGEMENT}/vhosts/{quote(vhost, safe='')}/connections") as r:
+                conns = await r.json()
+            matching = [
+                c
+                for c in conns
+                if (c.get("client_properties") or {})
+                .get("connection_name", "")
+                .startswith(name_prefix)
+            ]
+            if matching or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.25)
+        for conn in matching:
+            async with session.delete(f"{MANAGEMENT}/connections/{quote(conn['name'], safe='')}"):
+                pass
+    return len(matching)
+
+
+async def queue_depth(vhost: str, queue: str) -> int:
+    async with (
+        aiohttp.ClientSession(headers=AUTH) as session,
+        session.get(f"{MANAGEMENT}/queues/{quote(vhost, safe='')}/{quote(queue, safe='')}") as r,
+    ):
+        if r.status != 200:
+            return 0
+        return int((await r.json()).get("messages", 0))

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import pytest
+
+from cronhooks_dispatcher.outcome import classify
+from cronhooks_dispatcher.sender import HttpResult
+
+
+def result(status: int | None, body: bytes = b"", error: str | None = None) -> HttpResult:
+    return HttpResult(status, body, error, 5)
+
+
+@pytest.mark.parametrize(
+    ("res", "succeeded", "error_part"),
+    [
+        (result(202, b'{"status":"accepted"}'), True, None),
+        (result(200, b""), True, None),
+        (result(200, b"<html>ok</html>"), True, None),
+        (result(204), True, None),
+        (result(200, b'{"status":"ok","message":"done"}'), True, None),
+        (result(200, b'{"status":"error","message":"no data"}'), False, "no data"),
+        (result(500, b"boom"), False, "HTTP 500: boom"),
+        (result(404), False, "HTTP 404"),
+        (result(302), False, "redirects are not followed"),
+        (result(410), False, "410"),
+        (result(None, error="timeout after 60 s"), False, "timeout"),
+        (result(200, b"x" * 10, error="response body over 1 MiB"), False, "1 MiB"),
+    ],
+)
+def test_classification(res: HttpResult, succeeded: bool, error_part: str | None) -> None:
+    outcome = classify(res)
+    assert outcome.succeeded is succeeded
+    if error_part is None:
+        assert outcome.error is None
+    else:
+        assert outcome.error is not None and error_part in outcome.error
+
+
+def test_410_asks_to_disable() -> None:
+    assert classify(result(410)).gone
+
+
+def test_long_error_bodies_are_excerpted() -> None:
+    outcome = classify(result(500, b"e" * 5000))
+    assert outcome.error is not None and len(outcome.error) < 300
+
+
+def test_changes_are_passed_on() -> None:
+    outcome = classify(result(200, b'{"status":"ok","changes":[{"path":"a","content":"b"}]}'))
+    assert outcome.succeeded and outcome.changes == [{"path": "a", "content": "b"}]

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import json
+
+from cronhooks_dispatcher.payload import RESPONSE_SCHEMA, build_body, encode, redacted
+
+TARGET = {
+    "url": "http://agent/hook",
+    "instruction": "Generate a digest",
+    "timeout_seconds": 60,
+    "pass_api_key": False,
+    "read_patterns": ["*"],
+    "write_patterns": [],
+    "max_depth": 1,
+    "max_retries": 0,
+}
+REQUEST = {
+    "delivery_id": 42,
+    "webhook_id": 7,
+    "attempt": 1,
+    "trigger": "schedule",
+    "scheduled_for": "2026-02-09T09:00:00.000Z",
+    "missed_count": 0,
+    "target": TARGET,
+}
+
+
+def test_first_attempt_body_has_every_contract_field() -> None:
+    body = build_body(REQUEST, timestamp=1738000000, api_token=None, api_url=None)
+    assert body == {
+        "version": 1,
+        "id": 42,
+        "webhook_id": 7,
+        "timestamp": 1738000000,
+        "scheduled_for": "2026-02-09T09:00:00.000Z",
+        "trigger": "schedule",
+        "attempt": 1,
+        "missed_count": 0,
+        "instruction": "Generate a digest",
+        "response_schema": RESPONSE_SCHEMA,
+    }
+
+
+def test_retry_carries_previous_error() -> None:
+    request = {**REQUEST, "attempt": 2, "trigger": "retry", "previous_error": "HTTP 500: boom"}
+    body = build_body(request, timestamp=1, api_token=None, api_url=None)
+    assert body["previous_error"] == "HTTP 500: boom"
+    assert body["trigger"] == "retry"
+
+
+def test_api_token_and_url_only_with_pass_api_key() -> None:
+    request = {**REQUEST, "target": {**TARGET, "pass_api_key": True}}
+    body = build_body(
+        request, timestamp=1, api_token="eyJ.secret-token.sig", api_url="http://127.0.0.1:8081"
+    )
+    assert (
+        body["api_token"] == "eyJ.secret-token.sig" and body["api_url"] == "http://127.0.0.1:8081"
+    )
+    assert "secret-token" not in redacted(body)
+    assert json.loads(redacted(body))["api_token"] == "[redacted]"
+
+
+def test_encoding_is_compact_utf8() -> None:
+    raw = encode({"instruction": "Сгенерируй ✓"})
+    assert raw == '{"instruction":"Сгенерируй ✓"}'.encode()

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import pytest
+
+from cronhooks_common.settings import Settings, SettingsError
+
+KEY = {"CRONHOOKS_SECRET_KEY": "k" * 32}
+
+
+def test_defaults_match_the_contract() -> None:
+    s = Settings.from_mapping(KEY)
+    assert s.database_url == "postgresql://127.0.0.1:5432/cronhooks"
+    assert s.amqp_url == "amqp://guest:guest@127.0.0.1:5672/"
+    assert s.timezone == "UTC"
+    assert s.public_url == "http://127.0.0.1:8080"
+    assert s.allow_private_targets is False
+    assert s.api_token_ttl_seconds == 3600
+    assert s.api_public_url == "http://127.0.0.1:8081"
+    assert s.auto_disable_after == 20
+    assert s.log_format == "json"
+    assert s.bind == "127.0.0.1"
+    assert (s.admin_port, s.importer_port, s.scheduler_port, s.dispatcher_port) == (
+        8080,
+        8081,
+        8082,
+        8083,
+    )
+
+
+def test_secret_key_is_required() -> None:
+    with pytest.raises(SettingsError, match=r"^CRONHOOKS_SECRET_KEY: required"):
+        Settings.from_mapping({})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CRONHOOKS_ADMIN_PORT", "eighty"),
+        ("CRONHOOKS_ADMIN_PORT", "70000"),
+        ("CRONHOOKS_TIMEZONE", "Mars/Olympus"),
+        ("CRONHOOKS_ALLOW_PRIVATE_TARGETS", "maybe"),
+        ("CRONHOOKS_DATABASE_URL", "mysql://x/y"),
+        ("CRONHOOKS_AMQP_URL", "http://x/"),
+        ("CRONHOOKS_PUBLIC_URL", "ftp://x"),
+        ("CRONHOOKS_LOG_FORMAT", "xml"),
+        ("CRONHOOKS_API_TOKEN_TTL_SECONDS", "-1"),
+        ("CRONHOOKS_AUTO_DISABLE_AFTER", "0"),
+        ("CRONHOOKS_SECRET_KEY", "short"),
+    ],
+)
+def test_malformed_values_fail_with_one_line_naming_the_variable(name: str, value: str) -> None:
+    with pytest.raises(SettingsError) as err:
+        Settings.from_mapping({**KEY, name: value})
+    message = str(err.value)
+    assert message.startswith(f"{name}: ")
+    assert "\n" not in message
+
+
+def test_unknown_cronhooks_variable_fails() -> None:
+    with pytest.raises(SettingsError, match=r"^CRONHOOKS_TIMEZON: unknown variable$"):
+        Settings.from_mapping({**KEY, "CRONHOOKS_TIMEZON": "UTC"})
+
+
+def test_other_variables_are_ignored() -> None:
+    assert Settings.from_mapping({**KEY, "PATH": "/bin", "HOME": "/root"}).timezone == "UTC"
+
+
+def test_env_file_supplies_values_and_environment_wins(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        "CRONHOOKS_SECRET_KEY=" + "f" * 40 + "\nCRONHOOKS_TIMEZONE=Europe/Berlin\n"
+        "CRONHOOKS_ADMIN_PORT=9000\n"
+    )
+    s = Settings.from_env({"CRONHOOKS_ADMIN_PORT": "9100"}, env_file)
+    assert s.secret_key == "f" * 40
+    assert s.timezone == "Europe/Berlin"
+    assert s.admin_port == 9100
+
+
+def test_unknown_variable_in_env_file_fails(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    env_file = tmp_path / ".env"
+    env_file.write_text("CRONHOOKS_NOPE=1\n")
+    with pytest.raises(SettingsError, match="CRONHOOKS_NOPE"):
+        Settings.from_env(KEY, env_file)
+
+
+def test_round_trip_through_environment() -> None:
+    s = Settings.from_mapping({**KEY, "CRONHOOKS_ALLOW_PRIVATE_TARGETS": "yes"})
+    assert Settings.from_mapping(s.to_env()) == s

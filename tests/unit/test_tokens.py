@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import jwt
+import pytest
+
+from cronhooks_common.tokens import ApiTokens, TokenError
+
+NOW = datetime(2026, 2, 9, 9, 0, tzinfo=UTC)
+TOKENS = ApiTokens(master_key="m" * 40, issuer="http://127.0.0.1:8080", ttl_seconds=3600)
+
+
+def mint(**overrides: object) -> str:
+    args: dict[str, object] = {
+        "webhook_id": 7,
+        "delivery_id": 42,
+        "depth": 1,
+        "read_patterns": ["*"],
+        "write_patterns": ["digests/*"],
+        "now": NOW,
+    }
+    args.update(overrides)
+    return TOKENS.mint(**args)  # type: ignore[arg-type]
+
+
+def test_claims_round_trip() -> None:
+    token = mint()
+    claims = TOKENS.verify(token, now=NOW + timedelta(minutes=1))
+    assert claims.subject == "webhook:7"
+    assert claims.delivery_id == 42
+    assert claims.depth == 1
+    assert claims.write_patterns == ("digests/*",)
+    raw = jwt.decode(token, options={"verify_signature": False})
+    assert raw["aud"] == "cronhooks-api"
+    assert raw["iss"] == "http://127.0.0.1:8080"
+    assert raw["exp"] - raw["iat"] == 3600
+    assert jwt.get_unverified_header(token)["alg"] == "HS256"
+
+
+def test_expired_token_is_rejected() -> None:
+    with pytest.raises(TokenError, match="expired"):
+        TOKENS.verify(mint(), now=NOW + timedelta(hours=1, seconds=1))
+
+
+def test_forged_token_is_rejected() -> None:
+    other = ApiTokens(master_key="o" * 40, issuer="http://127.0.0.1:8080", ttl_seconds=3600)
+    forged = other.mint(
+        webhook_id=7, delivery_id=42, depth=1, read_patterns=["*"], write_patterns=["*"], now=NOW
+    )
+    with pytest.raises(TokenError):
+        TOKENS.verify(forged, now=NOW)
+
+
+def test_other_issuer_is_rejected() -> None:
+    other = ApiTokens(master_key="m" * 40, issuer="http://elsewhere", ttl_seconds=3600)
+    with pytest.raises(TokenError):
+        TOKENS.verify(
+            other.mint(
+                webhook_id=1, delivery_id=1, depth=1, read_patterns=[], write_patterns=[], now=NOW
+            ),
+            now=NOW,
+        )
+
+
+def test_garbage_is_rejected() -> None:
+    with pytest.raises(TokenError):
+        TOKENS.verify("not.a.jwt", now=NOW)
