@@ -32,6 +32,7 @@ def make_app() -> web.Application:
                 k: v for k, v in request.headers.items() if k.lower().startswith(("x-", "webhook-"))
             },
             "body": body,
+            "raw_body": raw.decode("utf-8", "replace"),  # the signed bytes, for checking
         }
         received.append(entry)
         log.info("demo_agent_received", delivery_id=body.get("id"), attempt=body.get("attempt"))

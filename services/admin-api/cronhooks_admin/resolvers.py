@@ -104,9 +104,7 @@ async def resolve_cron_webhook_next_runs(
     return schedule.upcoming(ctx.clock.now(), count)
 
 
-async def resolve_delivery_attempts(
-    delivery: dict[str, Any], info: Info
-) -> list[dict[str, Any]]:
+async def resolve_delivery_attempts(delivery: dict[str, Any], info: Info) -> list[dict[str, Any]]:
     ctx = info.context
     return await ctx.attempts.load(delivery["id"])
 
@@ -114,17 +112,13 @@ async def resolve_delivery_attempts(
 # --- mutations -----------------------------------------------------------------------
 
 
-async def create_cron_webhook(
-    _: Any, info: Info, input: dict[str, Any]
-) -> dict[str, Any]:
+async def create_cron_webhook(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
     ctx = info.context
     webhook_id, secret = await _command(lambda: ctx.commands.create_webhook(input, ctx.admin))
     return {"cron_webhook": await _webhook_row(ctx, webhook_id), "secret": secret}
 
 
-async def update_cron_webhook(
-    _: Any, info: Info, input: dict[str, Any]
-) -> dict[str, Any]:
+async def update_cron_webhook(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
     ctx = info.context
     webhook_id = await _command(lambda: ctx.commands.update_webhook(input, ctx.admin))
     return {"cron_webhook": await _webhook_row(ctx, webhook_id)}
@@ -135,9 +129,7 @@ async def delete_cron_webhook(_: Any, info: Info, id: int) -> dict[str, Any]:
     return {"id": await _command(lambda: ctx.commands.delete_webhook(id, ctx.admin))}
 
 
-async def regenerate_cron_webhook_secret(
-    _: Any, info: Info, id: int
-) -> dict[str, Any]:
+async def regenerate_cron_webhook_secret(_: Any, info: Info, id: int) -> dict[str, Any]:
     ctx = info.context
     secret = await _command(lambda: ctx.commands.regenerate_secret(id, ctx.admin))
     return {"cron_webhook": await _webhook_row(ctx, id), "secret": secret}
