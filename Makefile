@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: install up test test-unit lint clean
+.PHONY: install up test test-unit lint bench clean
 
 install: $(STAMP)
 
@@ -31,6 +31,10 @@ test: lint
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit
+
+# Benchmarks: measure and print (results also go to bench/results/); never part of `make test`.
+bench: install
+	$(BIN)/python -m bench
 
 
 clean:

@@ -234,6 +234,39 @@ async def _delivery_finished(conn: asyncpg.Connection, event: Event) -> None:
     )
 
 
+async def _delivery_skipped(conn: asyncpg.Connection, event: Event) -> None:
+    """A record of slots that were not delivered (catch-up policy, concurrency policy)."""
+    d = event.data
+    count = d.get("skipped_count", 1)
+    reason = (
+        f"skipped {count} missed slot{'s' if count != 1 else ''} "
+        f"from {d.get('first_skipped', d['scheduled_for'])} (catchUpPolicy {d.get('policy')})"
+        if d.get("reason") == "missed"
+        else f"skipped: {d.get('reason')}"
+    )
+    await conn.execute(
+        """
+        insert into admin.deliveries
+            (id, cron_webhook_id, status, trigger, scheduled_for, attempt, error, created_at,
+             completed_at)
+        values ($1, $2, 'skipped', $3, $4, 0, $5, $6, $6)
+        on conflict (id) do nothing
+        """,
+        d["delivery_id"],
+        d["webhook_id"],
+        d.get("trigger", "schedule"),
+        _ts(d.get("scheduled_for")),
+        reason,
+        event.occurred_at,
+    )
+    if "next_run_at" in d:
+        await conn.execute(
+            "update admin.webhooks set next_run_at = $2 where id = $1 and enabled",
+            d["webhook_id"],
+            _ts(d["next_run_at"]),
+        )
+
+
 HANDLERS: dict[str, Apply] = {
     EventType.WEBHOOK_CREATED: _webhook_created,
     EventType.WEBHOOK_UPDATED: _webhook_updated,
@@ -243,6 +276,7 @@ HANDLERS: dict[str, Apply] = {
     EventType.DELIVERY_REQUESTED: _delivery_requested,
     EventType.DELIVERY_SUCCEEDED: _delivery_finished,
     EventType.DELIVERY_FAILED: _delivery_finished,
+    EventType.DELIVERY_SKIPPED: _delivery_skipped,
 }
 
 

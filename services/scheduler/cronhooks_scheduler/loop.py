@@ -30,7 +30,7 @@ BUSY_RETRY = timedelta(milliseconds=50)
 
 class SchedulerLoop:
     def __init__(
-        self, *, pool: asyncpg.Pool, dsn: str, clock: Clock, batch_size: int = 500
+        self, *, pool: asyncpg.Pool, dsn: str, clock: Clock, batch_size: int = 1000
     ) -> None:
         self._pool = pool
         self._dsn = dsn
@@ -57,17 +57,17 @@ class SchedulerLoop:
     async def _step(self) -> None:
         self._wake.clear()
         now = self._clock.now()
-        claimed = await fire_due(self._pool, now=now, batch_size=self._batch_size)
-        if claimed == self._batch_size:
-            return  # more may be due: go again without sleeping
+        if await fire_due(self._pool, now=now, batch_size=self._batch_size):
+            return  # a timer may be due again, or more than a batch was due: go on
         next_due: datetime | None = await self._pool.fetchval(
             "select min(due_at) from scheduler.timers"
         )
         now = self._clock.now()
         if next_due is not None and next_due <= now:
-            deadline = now + BUSY_RETRY
-        else:
-            deadline = min(next_due or now + MAX_SLEEP, now + MAX_SLEEP)
+            # Due, but locked by another replica: a wall-clock wait, whatever the clock.
+            await asyncio.sleep(BUSY_RETRY.total_seconds())
+            return
+        deadline = min(next_due or now + MAX_SLEEP, now + MAX_SLEEP)
         await self._clock.sleep_until(deadline, self._wake)
 
     async def _listen(self) -> None:

@@ -1,0 +1,31 @@
+"""`python -m bench [scheduler ...]`: run benchmarks, print and save a markdown report."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from bench import scheduler
+from bench.common import write_report
+from cronhooks_common.logs import configure_logging
+
+SUITES = {"scheduler": scheduler.run}
+
+
+async def main(names: list[str]) -> None:
+    sections: list[tuple[str, str]] = []
+    for name in names:
+        sections += await SUITES[name]()
+    path = write_report("bench", sections)
+    for title, content in sections:
+        print(f"\n### {title}\n\n{content}")
+    print(f"\nreport: {path}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("suites", nargs="*", choices=sorted(SUITES), default=sorted(SUITES))
+    args = parser.parse_args()
+    configure_logging("bench", "console", level=logging.WARNING)
+    asyncio.run(main(args.suites))
