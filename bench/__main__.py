@@ -6,11 +6,11 @@ import argparse
 import asyncio
 import logging
 
-from bench import scheduler
+from bench import dispatch, scheduler
 from bench.common import write_report
 from cronhooks_common.logs import configure_logging
 
-SUITES = {"scheduler": scheduler.run}
+SUITES = {"scheduler": scheduler.run, "dispatch": dispatch.trigger_burst}
 
 
 async def main(names: list[str]) -> None:

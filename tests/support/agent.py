@@ -39,9 +39,19 @@ class Agent:
     _runner: web.AppRunner | None = None
     _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
 
+    routes: dict[str, Responder] = field(default_factory=dict)
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hook"
+
+    def url_for(self, name: str, responder: Responder) -> str:
+        """A URL of this agent answered by `responder` (requests are recorded alike)."""
+        self.routes[f"/{name}"] = responder
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def at(self, name: str) -> list[Received]:
+        return [r for r in self.received if r.path == f"/{name}"]
 
     async def start(self) -> Agent:
         app = web.Application(client_max_size=16 << 20)
@@ -62,12 +72,17 @@ class Agent:
         self.received.append(entry)
         async with self._arrived:
             self._arrived.notify_all()
-        return await self.responder(request, entry)
+        return await self.routes.get(request.path, self.responder)(request, entry)
 
-    async def wait_for(self, count: int, timeout: float = 10.0) -> list[Received]:
+    async def wait_for(
+        self, count: int, timeout: float = 10.0, name: str | None = None
+    ) -> list[Received]:
+        def seen() -> list[Received]:
+            return self.received if name is None else self.at(name)
+
         async def enough() -> None:
             async with self._arrived:
-                await self._arrived.wait_for(lambda: len(self.received) >= count)
+                await self._arrived.wait_for(lambda: len(seen()) >= count)
 
         await asyncio.wait_for(enough(), timeout)
-        return self.received
+        return seen()

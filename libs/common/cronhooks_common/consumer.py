@@ -89,7 +89,7 @@ class Consumer:
         self._amqp = amqp
         self._pool = pool
         self._inbox = inbox
-        self._routing_keys = tuple(routing_keys)
+        self._routing_keys = tuple(str(key) for key in routing_keys)
         self._transactional = transactional
         self._free = free
         self._prefetch = prefetch

@@ -33,6 +33,15 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _reset_cheaply(conn: asyncpg.Connection) -> None:
+    """Pool release hook. asyncpg's default reset sends RESET ALL / UNLISTEN / advisory
+    unlock on every release (a round trip each time). Pool connections never hold session
+    state here (LISTEN and advisory locks use dedicated connections), so only an
+    unfinished transaction needs undoing."""
+    if conn.is_in_transaction():
+        await conn.execute("rollback")
+
+
 async def create_pool(
     dsn: str, *, name: str, min_size: int = 2, max_size: int = 10, wait: bool = True
 ) -> asyncpg.Pool:
@@ -45,6 +54,7 @@ async def create_pool(
                 min_size=min_size,
                 max_size=max_size,
                 init=_init_connection,
+                reset=_reset_cheaply,
                 server_settings={"application_name": f"cronhooks-{name}"},
                 command_timeout=60,
             )

@@ -26,7 +26,8 @@ class EventType(StrEnum):
     WEBHOOK_DISABLED = "webhook.disabled"
     DELIVERY_REQUESTED = "delivery.requested"
     DELIVERY_SUCCEEDED = "delivery.succeeded"
-    DELIVERY_FAILED = "delivery.failed"
+    DELIVERY_FAILED = "delivery.failed"  # final: no attempt left
+    DELIVERY_ATTEMPT_FAILED = "delivery.attempt_failed"  # a retry follows at `retry_at`
     DELIVERY_SKIPPED = "delivery.skipped"
     DELIVERY_CHANGES_RECEIVED = "delivery.changes_received"
     NOTES_IMPORTED = "notes.imported"
@@ -43,6 +44,10 @@ def webhook_stream(webhook_id: int) -> str:
 
 def delivery_stream(delivery_id: int) -> str:
     return f"delivery-{delivery_id}"
+
+
+def note_stream(path: str) -> str:
+    return f"note-{path}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,6 +104,7 @@ class Settings:
     importer_port: int = 8081
     scheduler_port: int = 8082
     dispatcher_port: int = 8083
+    dispatch_concurrency: int = 256  # deliveries in flight at once per dispatcher process
 
     @classmethod
     def from_env(
@@ -171,4 +172,5 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "importer_port": _int(1, 65535),
     "scheduler_port": _int(1, 65535),
     "dispatcher_port": _int(1, 65535),
+    "dispatch_concurrency": _int(1, 10_000),
 }

@@ -36,6 +36,7 @@ TARGET_FIELDS: tuple[str, ...] = (
     "write_patterns",
     "max_depth",
     "max_retries",
+    "concurrency_policy",
 )
 
 # What changing makes the scheduler recompute the next slot.
@@ -43,4 +44,4 @@ SCHEDULE_FIELDS: frozenset[str] = frozenset({"cron_schedule", "timezone", "enabl
 
 
 def target_of(config: dict[str, Any]) -> dict[str, Any]:
-    return {key: config[key] for key in TARGET_FIELDS}
+    return {key: config.get(key) for key in TARGET_FIELDS}

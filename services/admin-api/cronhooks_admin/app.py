@@ -23,6 +23,7 @@ class AdminApi:
             clock=runtime.clock,
             secrets=SecretBox(runtime.settings.secret_key),
             default_timezone=runtime.settings.timezone,
+            allow_private=runtime.settings.allow_private_targets,
         )
         add_graphql_routes(
             runtime.http,

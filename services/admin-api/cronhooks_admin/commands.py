@@ -75,6 +75,7 @@ class Commands:
     clock: Clock
     secrets: SecretBox
     default_timezone: str
+    allow_private: bool = False
 
     async def _append(
         self,
@@ -100,7 +101,7 @@ class Commands:
         """Create a webhook; return (id, secret). An idempotency key seen before returns
         the webhook it created first."""
         key = check_idempotency_key(fields.get("idempotency_key"))
-        config = normalize(fields)
+        config = normalize(fields, allow_private=self.allow_private)
         config.setdefault("timezone", self.default_timezone)
         check_schedule(config)
         secret = check_secret(fields.get("secret")) or generate_secret()
@@ -139,7 +140,7 @@ class Commands:
 
     async def update_webhook(self, fields: dict[str, Any], admin: Admin) -> int:
         webhook_id = int(fields["id"])
-        changes = normalize(fields)
+        changes = normalize(fields, allow_private=self.allow_private)
         new_secret = check_secret(fields.get("secret"))
         async with self.pool.acquire() as conn, conn.transaction():
             state = await self._live_webhook(conn, webhook_id)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
+from functools import lru_cache
 from typing import Any
 
 import asyncpg
@@ -10,14 +12,51 @@ import structlog
 from aiohttp import web
 from ariadne import graphql
 from ariadne.explorer import ExplorerGraphiQL
-from graphql import GraphQLSchema
+from graphql import DocumentNode, GraphQLError, GraphQLSchema, parse, validate
+from graphql.validation import ASTValidationRule
 
-from cronhooks_admin.auth import authenticate
+from cronhooks_admin.auth import Authenticator
 from cronhooks_admin.commands import Commands
 from cronhooks_admin.context import Context
 from cronhooks_common.clock import Clock
 
 log = structlog.get_logger(__name__)
+
+
+@lru_cache(maxsize=512)
+def _parse(query: str) -> DocumentNode:
+    return parse(query)
+
+
+def parse_cached(_: Any, data: dict[str, Any]) -> DocumentNode:
+    """Parse each distinct query text once (clients send the same few operations)."""
+    query = data.get("query")
+    if not isinstance(query, str):
+        raise GraphQLError("the request needs a 'query' string")
+    return _parse(query)
+
+
+def validate_cached(
+    schema: GraphQLSchema,
+    document_ast: DocumentNode,
+    rules: Collection[type[ASTValidationRule]] | None = None,
+    max_errors: int | None = None,
+    type_info: Any = None,
+) -> list[GraphQLError]:
+    """Validate each parsed (cached, so identical) document once."""
+    entry = _VALIDATED.get(id(document_ast))
+    if entry is not None and entry[0] is document_ast:
+        return entry[1]
+    errors = validate(schema, document_ast, rules, max_errors)
+    if len(_VALIDATED) > 1024:
+        _VALIDATED.clear()
+    _VALIDATED[id(document_ast)] = (document_ast, errors)
+    return errors
+
+
+# id(document) → (the document, its validation errors); the document is kept so that a
+# reused id can never match a different document.
+_VALIDATED: dict[int, tuple[DocumentNode, list[GraphQLError]]] = {}
 
 
 def _error(status: int, code: str, message: str) -> web.Response:
@@ -35,13 +74,13 @@ def add_graphql_routes(
     clock: Clock,
 ) -> None:
     explorer = ExplorerGraphiQL(title="cronhooks admin GraphQL").html(None)
+    authenticate = Authenticator(pool)
 
     async def explorer_page(_: web.Request) -> web.Response:
         return web.Response(text=explorer, content_type="text/html")
 
     async def execute(request: web.Request) -> web.Response:
-        async with pool.acquire() as conn:
-            admin = await authenticate(conn, request.headers.get("Authorization"))
+        admin = await authenticate(request.headers.get("Authorization"))
         if admin is None:
             return _error(401, "UNAUTHENTICATED", "a valid admin token is required (Bearer)")
         try:
@@ -52,7 +91,14 @@ def add_graphql_routes(
             return _error(400, "BAD_REQUEST", "request body must be a JSON object")
         context = Context(admin=admin, pool=pool, commands=commands, clock=clock)
         with structlog.contextvars.bound_contextvars(actor=admin.actor):
-            success, result = await graphql(schema, data, context_value=context, debug=False)
+            success, result = await graphql(
+                schema,
+                data,
+                context_value=context,
+                debug=False,
+                query_parser=parse_cached,
+                query_validator=validate_cached,
+            )
         return web.json_response(result, status=200 if success or "data" in result else 400)
 
     app.router.add_get("/graphql", explorer_page)

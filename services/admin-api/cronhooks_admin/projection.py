@@ -159,6 +159,9 @@ async def _delivery_requested(conn: asyncpg.Connection, event: Event) -> None:
         values ($1, $2, 'pending', $3, $4, $5, $6)
         on conflict (id) do update set
             attempt = greatest(admin.deliveries.attempt, excluded.attempt),
+            -- the trigger of the latest attempt: a delivery being retried shows RETRY
+            trigger = case when excluded.attempt > admin.deliveries.attempt
+                           then excluded.trigger else admin.deliveries.trigger end,
             scheduled_for = excluded.scheduled_for,
             created_at = least(admin.deliveries.created_at, excluded.created_at)
         """,
@@ -177,9 +180,10 @@ async def _delivery_requested(conn: asyncpg.Connection, event: Event) -> None:
         )
 
 
-async def _delivery_finished(conn: asyncpg.Connection, event: Event) -> None:
+async def _attempt_logged(conn: asyncpg.Connection, event: Event) -> None:
     d = event.data
-    succeeded = event.type == EventType.DELIVERY_SUCCEEDED
+    if d.get("request_body") is None:
+        return  # no HTTP attempt behind it (a retry cancelled by the scheduler)
     await conn.execute(
         """
         insert into admin.delivery_attempts
@@ -190,48 +194,59 @@ async def _delivery_finished(conn: asyncpg.Connection, event: Event) -> None:
         """,
         d["delivery_id"],
         d["attempt"],
-        d.get("request_body", ""),
+        d["request_body"],
         d.get("response_status"),
         d.get("response_body"),
         d.get("error"),
-        d.get("duration_ms", 0),
+        d.get("duration_ms") or 0,
         _ts(d.get("started_at")) or event.occurred_at,
     )
+
+
+async def _delivery_finished(conn: asyncpg.Connection, event: Event) -> None:
+    """An attempt ended: success, final failure, or failure with a retry to come."""
+    d = event.data
+    await _attempt_logged(conn, event)
+    final = event.type != EventType.DELIVERY_ATTEMPT_FAILED
+    status = d["status"] if final else "pending"
     await conn.execute(
         """
         insert into admin.deliveries
             (id, cron_webhook_id, status, trigger, scheduled_for, attempt, response_status,
              duration_ms, error, created_at, completed_at)
-        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
         on conflict (id) do update set
-            status = excluded.status, attempt = excluded.attempt,
+            status = excluded.status, attempt = excluded.attempt, trigger = excluded.trigger,
             response_status = excluded.response_status, duration_ms = excluded.duration_ms,
             error = excluded.error, completed_at = excluded.completed_at
         where admin.deliveries.attempt <= excluded.attempt
+          and admin.deliveries.status = 'pending'
         """,
         d["delivery_id"],
         d["webhook_id"],
-        d["status"],
-        d["trigger"],
+        status,
+        "retry" if d["attempt"] > 1 else d["trigger"],
         _ts(d.get("scheduled_for")),
         d["attempt"],
         d.get("response_status"),
         d.get("duration_ms"),
         d.get("error"),
         event.occurred_at,
+        event.occurred_at if final else None,
     )
-    await conn.execute(
-        """
-        update admin.webhooks set
-            last_delivery_at = $2, last_delivery_status = $3,
-            consecutive_failures = case when $4 then 0 else consecutive_failures + 1 end
-        where id = $1
-        """,
-        d["webhook_id"],
-        event.occurred_at,
-        d["status"],
-        succeeded,
-    )
+    if final:
+        await conn.execute(
+            """
+            update admin.webhooks set
+                last_delivery_at = $2, last_delivery_status = $3,
+                consecutive_failures = case when $4 then 0 else consecutive_failures + 1 end
+            where id = $1
+            """,
+            d["webhook_id"],
+            event.occurred_at,
+            d["status"],
+            event.type == EventType.DELIVERY_SUCCEEDED,
+        )
 
 
 async def _delivery_skipped(conn: asyncpg.Connection, event: Event) -> None:
@@ -242,6 +257,8 @@ async def _delivery_skipped(conn: asyncpg.Connection, event: Event) -> None:
         f"skipped {count} missed slot{'s' if count != 1 else ''} "
         f"from {d.get('first_skipped', d['scheduled_for'])} (catchUpPolicy {d.get('policy')})"
         if d.get("reason") == "missed"
+        else "skipped: an earlier delivery was still pending (concurrencyPolicy FORBID)"
+        if d.get("reason") == "concurrency"
         else f"skipped: {d.get('reason')}"
     )
     await conn.execute(
@@ -250,7 +267,8 @@ async def _delivery_skipped(conn: asyncpg.Connection, event: Event) -> None:
             (id, cron_webhook_id, status, trigger, scheduled_for, attempt, error, created_at,
              completed_at)
         values ($1, $2, 'skipped', $3, $4, 0, $5, $6, $6)
-        on conflict (id) do nothing
+        on conflict (id) do update set
+            status = 'skipped', error = excluded.error, completed_at = excluded.completed_at
         """,
         d["delivery_id"],
         d["webhook_id"],
@@ -276,6 +294,7 @@ HANDLERS: dict[str, Apply] = {
     EventType.DELIVERY_REQUESTED: _delivery_requested,
     EventType.DELIVERY_SUCCEEDED: _delivery_finished,
     EventType.DELIVERY_FAILED: _delivery_finished,
+    EventType.DELIVERY_ATTEMPT_FAILED: _delivery_finished,
     EventType.DELIVERY_SKIPPED: _delivery_skipped,
 }
 

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from cronhooks_common.cron import CronError, CronSchedule, parse_zone
 from cronhooks_common.signing import secret_problem
+from cronhooks_common.targets import literal_problem
 from cronhooks_common.webhooks import CONFIG_FIELDS
 
 MAX_URL = 2048
@@ -34,7 +35,7 @@ def camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def check_url(url: str) -> str:
+def check_url(url: str, *, allow_private: bool = True) -> str:
     if len(url) > MAX_URL:
         raise InputError("url", f"must be at most {MAX_URL} characters")
     try:
@@ -52,6 +53,11 @@ def check_url(url: str) -> str:
         raise InputError("url", "port must be 1-65535")
     if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
         raise InputError("url", "must not contain spaces or control characters")
+    if not allow_private:
+        # Literal addresses can be judged now; names are checked at connect time.
+        problem = literal_problem(parts.hostname)
+        if problem is not None:
+            raise InputError("url", f"{problem} (private targets are not allowed)")
     return url
 
 
@@ -99,7 +105,7 @@ def check_secret(secret: str | None) -> str | None:
     return secret
 
 
-def normalize(fields: dict[str, Any]) -> dict[str, Any]:
+def normalize(fields: dict[str, Any], *, allow_private: bool = True) -> dict[str, Any]:
     """Check every given configuration field (snake_case keys) and return them."""
     out: dict[str, Any] = {}
     for key in CONFIG_FIELDS:
@@ -108,7 +114,7 @@ def normalize(fields: dict[str, Any]) -> dict[str, Any]:
             continue
         name = camel(key)
         if key == "url":
-            value = check_url(value)
+            value = check_url(value, allow_private=allow_private)
         elif key == "cron_schedule":
             value = value.strip()
             if not value:

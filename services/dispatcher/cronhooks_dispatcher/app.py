@@ -1,23 +1,33 @@
 """Dispatcher service: turns `delivery.requested` into signed HTTP requests to agents.
 
-Flow: consumer (free mode, many workers) → `Dispatcher.handle` (delivery.py): load the
-secret, build and sign the body (payload.py), POST (sender.py), classify the answer
-(outcome.py), record attempt + outcome event in one transaction.
+Flow: consumer (free mode, `CRONHOOKS_DISPATCH_CONCURRENCY` workers) →
+`Dispatcher.handle` (delivery.py): load the secret, build and sign the body (payload.py),
+POST through the shared session with the SSRF guard (sender.py), classify the answer
+(outcome.py), and record attempt + next event in a group-committed transaction
+(batching.py). Retries are durable timers in the scheduler (retry.py says when);
+webhook health (health.py) disables webhooks that are gone or keep failing.
 """
 
 from __future__ import annotations
 
 import aiohttp
 
+from cronhooks_common.batching import GroupCommitter
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import EventType
 from cronhooks_common.service import Runtime
+from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher.delivery import INBOX, Dispatcher
 
-# How many deliveries are in flight at once per dispatcher process.
-CONCURRENCY = 256
+ROUTING_KEYS = (
+    EventType.DELIVERY_REQUESTED,
+    EventType.NOTES_IMPORTED,
+    EventType.NOTES_REJECTED,
+    EventType.WEBHOOK_UPDATED,
+    EventType.DELIVERY_FAILED,  # also final when the scheduler cancels a retry
+)
 
 
 class DispatcherService:
@@ -25,13 +35,21 @@ class DispatcherService:
         self._runtime = runtime
         self._http: aiohttp.ClientSession | None = None
         self._consumer: Consumer | None = None
+        self._committer = GroupCommitter(runtime.pool)
 
     async def start(self) -> None:
         rt = self._runtime
+        concurrency = rt.settings.dispatch_concurrency
+        # One session for the process: keep-alive reuse, no per-request setup.
         self._http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=CONCURRENCY * 2, limit_per_host=0),
+            connector=aiohttp.TCPConnector(
+                limit=concurrency,
+                limit_per_host=0,
+                **connector_kwargs(rt.settings.allow_private_targets),
+            ),
             auto_decompress=True,
         )
+        self._committer.start()
         dispatcher = Dispatcher(
             pool=rt.pool,
             http=self._http,
@@ -43,22 +61,26 @@ class DispatcherService:
             ),
             api_url=rt.settings.api_public_url,
             clock=rt.clock,
+            committer=self._committer,
+            allow_private=rt.settings.allow_private_targets,
+            auto_disable_after=rt.settings.auto_disable_after,
         )
         self._consumer = Consumer(
             name="dispatcher",
             amqp=rt.amqp,
             pool=rt.pool,
             inbox=INBOX,
-            routing_keys=[EventType.DELIVERY_REQUESTED],
+            routing_keys=ROUTING_KEYS,
             free=dispatcher.handle,
-            prefetch=CONCURRENCY,
-            workers=CONCURRENCY,
+            prefetch=concurrency,
+            workers=concurrency,
         )
         await self._consumer.start()
 
     async def stop(self) -> None:
         if self._consumer is not None:
-            await self._consumer.stop()
+            await self._consumer.stop()  # in-flight attempts finish, the rest go back
+        await self._committer.stop()
         if self._http is not None:
             await self._http.close()
 

@@ -1,8 +1,19 @@
-"""Handle `delivery.requested`: sign, POST, record the attempt and its outcome event.
+"""Handle `delivery.requested`: sign, POST, and record the attempt and what it led to.
 
-The HTTP call runs outside any transaction; the outcome is recorded afterwards in one
-transaction with the inbox row. If the process dies in between, the broker redelivers the
-message and the agent sees the same (id, attempt) again: at least once, as promised.
+The HTTP call runs outside any transaction; what follows is recorded afterwards in one
+(group-committed) transaction together with the inbox row. If the process dies in
+between, the broker redelivers the message and the agent sees the same (id, attempt)
+again: at least once, as promised.
+
+What an attempt leads to (all on the delivery's own stream):
+* success → `delivery.succeeded`;
+* an answer with note changes → `delivery.changes_received`; the importer answers with
+  `notes.imported` / `notes.rejected`, and only then is the attempt finished
+  (`_import_finished`);
+* failure with attempts left → `delivery.attempt_failed` with `retry_at` (the scheduler
+  turns it into a durable retry timer); without → `delivery.failed`.
+Finished deliveries feed the webhook's health (health.py): 410 Gone or too many
+consecutive failures disable it.
 """
 
 from __future__ import annotations
@@ -14,29 +25,59 @@ from typing import Any
 import aiohttp
 import asyncpg
 import structlog
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from cronhooks_common import eventstore
+from cronhooks_common.batching import GroupCommitter
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.consumer import already_handled, claim_event
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import Causation, Event, EventType, NewEvent
 from cronhooks_common.signing import signature_headers, signing_key
 from cronhooks_common.tokens import ApiTokens
-from cronhooks_dispatcher import payload, sender
-from cronhooks_dispatcher.outcome import Outcome, classify
+from cronhooks_dispatcher import health, payload, sender
+from cronhooks_dispatcher.outcome import Outcome, classify, import_outcome
+from cronhooks_dispatcher.retry import next_attempt_at
 
 log = structlog.get_logger(__name__)
 
 INBOX = "dispatcher.inbox"
 MAX_LOGGED_RESPONSE = 64 << 10
+SYNC_DEPTH = 1  # changes answered synchronously are written at depth 1 (CONTRACT §4)
 
 ATTEMPTS = Counter("cronhooks_dispatcher_attempts_total", "HTTP attempts", ["outcome"])
+DELIVERIES = Counter("cronhooks_dispatcher_deliveries_total", "Finished deliveries", ["outcome"])
 DURATION = Histogram(
     "cronhooks_dispatcher_attempt_seconds",
     "Duration of HTTP attempts",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900),
 )
+FIRE_LAG = Histogram(
+    "cronhooks_dispatcher_fire_lag_seconds",
+    "From a slot to the start of its first POST",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+)
+IN_FLIGHT = Gauge("cronhooks_dispatcher_in_flight", "HTTP attempts in progress")
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What one HTTP attempt sent and got: the attempt log row and the outcome event data."""
+
+    request: dict[str, Any]  # the delivery.requested data
+    started_at: datetime
+    request_body: str  # as sent, api_token redacted
+    response_status: int | None
+    response_body: str | None
+    duration_ms: int
+
+    @property
+    def delivery_id(self) -> int:
+        return int(self.request["delivery_id"])
+
+    @property
+    def number(self) -> int:
+        return int(self.request["attempt"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +88,73 @@ class Dispatcher:
     tokens: ApiTokens
     api_url: str
     clock: Clock
+    committer: GroupCommitter
+    allow_private: bool
+    auto_disable_after: int
 
     async def handle(self, event: Event) -> None:
-        if event.type != EventType.DELIVERY_REQUESTED:
+        if event.type == EventType.DELIVERY_REQUESTED:
+            await self._deliver(event)
+        elif event.type in (EventType.NOTES_IMPORTED, EventType.NOTES_REJECTED):
+            if event.data.get("delivery_id") is not None:
+                await self._import_finished(event)
+        elif event.type == EventType.WEBHOOK_UPDATED:
+            await self.committer.run(lambda conn: health.on_webhook_updated(conn, event, INBOX))
+        elif event.type == EventType.DELIVERY_FAILED:
+            await self._release(self.pool, event.data)
+
+    @staticmethod
+    async def _release(conn: asyncpg.Connection | asyncpg.Pool, request: dict[str, Any]) -> None:
+        """A finished delivery no longer blocks its FORBID webhook."""
+        await conn.execute(
+            "delete from dispatcher.pending where webhook_id = $1 and delivery_id = $2",
+            request["webhook_id"],
+            request["delivery_id"],
+        )
+
+    async def _forbidden(self, event: Event) -> bool:
+        """FORBID: may this delivery start, or is an earlier one of its webhook pending?
+        The pending row is taken in its own committed transaction, so two deliveries
+        racing for it cannot both win."""
+        request = event.data
+        if request["target"].get("concurrency_policy") != "FORBID" or request["attempt"] != 1:
+            return False
+        holder: int = await self.pool.fetchval(
+            """
+            insert into dispatcher.pending (webhook_id, delivery_id) values ($1, $2)
+            on conflict (webhook_id) do update set delivery_id = dispatcher.pending.delivery_id
+            returning delivery_id
+            """,
+            request["webhook_id"],
+            request["delivery_id"],
+        )
+        # A manual trigger runs regardless; only schedule slots are skipped.
+        return bool(holder != request["delivery_id"] and request["trigger"] == "schedule")
+
+    async def _record_skipped(self, conn: asyncpg.Connection, event: Event) -> None:
+        if not await claim_event(conn, INBOX, event.event_id):
             return
+        data = {
+            **_delivery_fields(event.data),
+            "attempt": 0,
+            "status": "skipped",
+            "reason": "concurrency",
+            "skipped_count": 1,
+            "policy": "FORBID",
+        }
+        await eventstore.append(
+            conn,
+            event.stream,
+            [NewEvent(EventType.DELIVERY_SKIPPED, data)],
+            expected_version=event.version,
+            causation=Causation.following(event, actor="dispatcher"),
+            occurred_at=self.clock.now(),
+        )
+        log.info("delivery_skipped", reason="concurrency")
+
+    # --- one HTTP attempt ----------------------------------------------------------------
+
+    async def _deliver(self, event: Event) -> None:
         request = event.data
         with structlog.contextvars.bound_contextvars(
             delivery_id=request["delivery_id"], webhook_id=request["webhook_id"]
@@ -58,20 +162,54 @@ class Dispatcher:
             async with self.pool.acquire() as conn:
                 if await already_handled(conn, INBOX, event.event_id):
                     return
+            if await self._forbidden(event):
+                await self.committer.run(lambda conn: self._record_skipped(conn, event))
+                return
+            async with self.pool.acquire() as conn:
                 sealed = await conn.fetchval(
                     "select ciphertext from shared.webhook_secrets where webhook_id = $1",
                     request["webhook_id"],
                 )
             started_at = self.clock.now()
+            if request["trigger"] == "schedule" and request.get("scheduled_for"):
+                lag = started_at - datetime.fromisoformat(request["scheduled_for"])
+                FIRE_LAG.observe(max(lag.total_seconds(), 0.0))
             if sealed is None:
                 body = payload.build_body(
                     request, timestamp=int(started_at.timestamp()), api_token=None, api_url=None
                 )
                 result = sender.HttpResult(None, b"", "webhook has no secret", 0)
             else:
-                body, result = await self._send(request, self.secrets.open(sealed), started_at)
+                IN_FLIGHT.inc()
+                try:
+                    body, result = await self._send(request, self.secrets.open(sealed), started_at)
+                finally:
+                    IN_FLIGHT.dec()
+            attempt = Attempt(
+                request=request,
+                started_at=started_at,
+                request_body=payload.redacted(body),
+                response_status=result.status,
+                response_body=(
+                    result.body[:MAX_LOGGED_RESPONSE].decode("utf-8", "replace")
+                    if result.status is not None
+                    else None
+                ),
+                duration_ms=result.duration_ms,
+            )
             outcome = classify(result)
-            await self._record(event, body, result, outcome, started_at)
+            ATTEMPTS.labels("success" if outcome.succeeded else "failed").inc()
+            DURATION.observe(result.duration_ms / 1000)
+            if outcome.succeeded and outcome.changes is not None:
+                changes = outcome.changes
+                await self.committer.run(
+                    lambda conn: self._record_changes(conn, event, attempt, changes)
+                )
+            else:
+                retry_at = next_attempt_at(attempt.number, result.retry_after, self.clock.now())
+                await self.committer.run(
+                    lambda conn: self._finish(conn, event, attempt, outcome, retry_at)
+                )
 
     async def _send(
         self, request: dict[str, Any], secret: str, now: datetime
@@ -105,77 +243,157 @@ class Dispatcher:
             body=raw,
             headers=headers,
             timeout_seconds=float(target["timeout_seconds"]),
+            allow_private=self.allow_private,
         )
         return body, result
 
-    async def _record(
-        self,
-        event: Event,
-        body: dict[str, Any],
-        result: sender.HttpResult,
-        outcome: Outcome,
-        started_at: datetime,
+    # --- recording (each runs inside a group-committed savepoint) -------------------------
+
+    async def _save_attempt(
+        self, conn: asyncpg.Connection, attempt: Attempt, outcome: str, error: str | None
     ) -> None:
-        request = event.data
-        status = "success" if outcome.succeeded else "failed"
-        response_text = (
-            result.body[:MAX_LOGGED_RESPONSE].decode("utf-8", "replace")
-            if result.status is not None
-            else None
+        await conn.execute(
+            """
+            insert into dispatcher.attempts
+                (delivery_id, attempt, webhook_id, started_at, duration_ms, request_body,
+                 response_status, response_body, error, outcome, request)
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+            on conflict (delivery_id, attempt) do update
+                set outcome = excluded.outcome, error = excluded.error
+            """,
+            attempt.delivery_id,
+            attempt.number,
+            attempt.request["webhook_id"],
+            attempt.started_at,
+            attempt.duration_ms,
+            attempt.request_body,
+            attempt.response_status,
+            attempt.response_body,
+            error,
+            outcome,
+            attempt.request,
         )
-        request_text = payload.redacted(body)
+
+    async def _record_changes(
+        self, conn: asyncpg.Connection, event: Event, attempt: Attempt, changes: list[Any]
+    ) -> None:
+        if not await claim_event(conn, INBOX, event.event_id):
+            return
+        await self._save_attempt(conn, attempt, "importing", None)
+        request = attempt.request
         data = {
-            "delivery_id": request["delivery_id"],
-            "webhook_id": request["webhook_id"],
-            "attempt": request["attempt"],
-            "scheduled_for": request.get("scheduled_for"),
-            "trigger": request["trigger"],
-            "status": status,
-            "response_status": result.status,
-            "duration_ms": result.duration_ms,
-            "error": outcome.error,
-            "started_at": iso(started_at),
-            "request_body": request_text,
-            "response_body": response_text,
+            **_delivery_fields(request),
+            "changes": changes,
+            "write_patterns": request["target"]["write_patterns"],
+            "max_depth": request["target"].get("max_depth", 1),
+            "depth": SYNC_DEPTH,
         }
-        kind = EventType.DELIVERY_SUCCEEDED if outcome.succeeded else EventType.DELIVERY_FAILED
-        async with self.pool.acquire() as conn, conn.transaction():
-            if not await claim_event(conn, INBOX, event.event_id):
-                return
-            await conn.execute(
-                """
-                insert into dispatcher.attempts
-                    (delivery_id, attempt, webhook_id, started_at, duration_ms, request_body,
-                     response_status, response_body, error, outcome)
-                values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                on conflict (delivery_id, attempt) do nothing
-                """,
-                request["delivery_id"],
-                request["attempt"],
-                request["webhook_id"],
-                started_at,
-                result.duration_ms,
-                request_text,
-                result.status,
-                response_text,
-                outcome.error,
-                status,
-            )
-            await eventstore.append(
+        await eventstore.append(
+            conn,
+            event.stream,
+            [NewEvent(EventType.DELIVERY_CHANGES_RECEIVED, data)],
+            expected_version=event.version,
+            causation=Causation.following(event, actor="dispatcher"),
+            occurred_at=self.clock.now(),
+        )
+
+    async def _import_finished(self, event: Event) -> None:
+        """The importer applied or rejected an attempt's changes: finish that attempt."""
+        row = await self.pool.fetchrow(
+            "select * from dispatcher.attempts where delivery_id = $1 and attempt = $2",
+            event.data["delivery_id"],
+            event.data["attempt"],
+        )
+        if row is None or row["outcome"] != "importing":
+            return  # finished already (a redelivered verdict)
+        attempt = Attempt(
+            request=row["request"],
+            started_at=row["started_at"],
+            request_body=row["request_body"],
+            response_status=row["response_status"],
+            response_body=row["response_body"],
+            duration_ms=row["duration_ms"],
+        )
+        outcome = import_outcome(event.type, event.data)
+        retry_at = next_attempt_at(attempt.number, None, self.clock.now())
+        await self.committer.run(lambda conn: self._finish(conn, event, attempt, outcome, retry_at))
+
+    async def _finish(
+        self,
+        conn: asyncpg.Connection,
+        cause: Event,
+        attempt: Attempt,
+        outcome: Outcome,
+        retry_at: datetime,
+    ) -> None:
+        """Record a finished attempt and the event it leads to, after `cause` (the request,
+        or the importer's verdict) on the same stream."""
+        if not await claim_event(conn, INBOX, cause.event_id):
+            return
+        request = attempt.request
+        max_retries = int(request["target"].get("max_retries", 0))
+        final = outcome.succeeded or outcome.gone or attempt.number > max_retries
+        await self._save_attempt(
+            conn, attempt, "success" if outcome.succeeded else "failed", outcome.error
+        )
+        data: dict[str, Any] = {
+            **_delivery_fields(request),
+            "status": "success" if outcome.succeeded else "failed",
+            "response_status": attempt.response_status,
+            "duration_ms": attempt.duration_ms,
+            "error": outcome.error,
+            "started_at": iso(attempt.started_at),
+            "request_body": attempt.request_body,
+            "response_body": attempt.response_body,
+        }
+        if outcome.succeeded:
+            kind = EventType.DELIVERY_SUCCEEDED
+        elif final:
+            kind = EventType.DELIVERY_FAILED
+        else:
+            kind = EventType.DELIVERY_ATTEMPT_FAILED
+            data["retry_at"] = iso(retry_at)
+            data["next_attempt"] = attempt.number + 1
+        now = self.clock.now()
+        await eventstore.append(
+            conn,
+            cause.stream,
+            [NewEvent(kind, data)],
+            expected_version=cause.version,
+            causation=Causation.following(cause, actor="dispatcher"),
+            occurred_at=now,
+        )
+        if final:
+            DELIVERIES.labels(data["status"]).inc()
+            await self._release(conn, request)
+            await health.record_delivery(
                 conn,
-                event.stream,
-                [NewEvent(kind, data)],
-                expected_version=event.version,
-                causation=Causation.following(event, actor="dispatcher"),
-                occurred_at=self.clock.now(),
+                webhook_id=int(request["webhook_id"]),
+                succeeded=outcome.succeeded,
+                gone=outcome.gone,
+                error=outcome.error,
+                disable_after=self.auto_disable_after,
+                causation=Causation.following(cause, actor="dispatcher"),
+                now=now,
             )
-        ATTEMPTS.labels(status).inc()
-        DURATION.observe(result.duration_ms / 1000)
         log.info(
             "delivery_attempted",
-            attempt=request["attempt"],
-            status=status,
-            response_status=result.status,
-            duration_ms=result.duration_ms,
+            attempt=attempt.number,
+            status=data["status"],
+            final=final,
+            response_status=attempt.response_status,
+            duration_ms=attempt.duration_ms,
             error=outcome.error,
         )
+
+
+def _delivery_fields(request: dict[str, Any]) -> dict[str, Any]:
+    """The fields every `delivery.*` event carries (CONTRACT §6)."""
+    return {
+        "delivery_id": request["delivery_id"],
+        "webhook_id": request["webhook_id"],
+        "attempt": request["attempt"],
+        "scheduled_for": request.get("scheduled_for"),
+        "trigger": request["trigger"],
+        "missed_count": request.get("missed_count", 0),
+    }

@@ -46,7 +46,21 @@ def classify(result: HttpResult) -> Outcome:
             False, f"agent reported error: {message}" if message else "agent reported error"
         )
     changes = answer.get("changes")
-    return Outcome(True, changes=changes if isinstance(changes, list) and changes else None)
+    if changes is None or changes == []:
+        return Outcome(True)
+    if not isinstance(changes, list):
+        return Outcome(False, "answer's changes must be an array")
+    return Outcome(True, changes=changes)
+
+
+def import_outcome(event_type: str, data: dict[str, Any]) -> Outcome:
+    """The attempt's outcome from the importer's verdict on its changes."""
+    if event_type == "notes.imported":
+        return Outcome(True)
+    errors = data.get("errors") or []
+    detail = "; ".join(f"{e.get('path')}: {e.get('error')}" for e in errors[:20])
+    more = f" (+{len(errors) - 20} more)" if len(errors) > 20 else ""
+    return Outcome(False, f"changes rejected: {detail}{more}" if detail else "changes rejected")
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:

@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import aiohttp
+
+from cronhooks_common.targets import BlockedAddressError, literal_problem
 
 MAX_RESPONSE_BYTES = 1 << 20  # 1 MiB
 
@@ -33,8 +36,16 @@ async def post(
     body: bytes,
     headers: dict[str, str],
     timeout_seconds: float,
+    allow_private: bool,
 ) -> HttpResult:
+    """POST `body`; never raises for what the network or the agent does."""
     started = time.monotonic()
+    if not allow_private:
+        # IP literals never reach the resolver: check them here. Names are checked by the
+        # connector's GuardedResolver on the addresses it actually connects to.
+        problem = literal_problem(urlsplit(url).hostname or "")
+        if problem is not None:
+            return HttpResult(None, b"", f"blocked: {problem} (private targets are not allowed)", 0)
 
     def elapsed() -> int:
         return int((time.monotonic() - started) * 1000)
@@ -61,6 +72,10 @@ async def post(
                 )
     except TimeoutError:
         return HttpResult(None, b"", f"timeout after {timeout_seconds:g} s", elapsed())
+    except aiohttp.ClientConnectorError as exc:
+        if isinstance(exc.os_error, BlockedAddressError):
+            return HttpResult(None, b"", str(exc.os_error), elapsed())
+        return HttpResult(None, b"", f"connection error: {_describe(exc)}", elapsed())
     except aiohttp.ClientError as exc:
         return HttpResult(None, b"", f"connection error: {_describe(exc)}", elapsed())
     except OSError as exc:

@@ -1,8 +1,9 @@
 """Scheduler service: owns time.
 
 Flow: `webhook.*` events (consumer) → `scheduler.webhooks` + cron timers (timers.py);
-the loop (loop.py) sleeps until the earliest timer and fires due ones (firing.py), which
-appends `delivery.requested` in the transaction that advances the timer.
+`delivery.attempt_failed` → retry timers (retries.py); the loop (loop.py) sleeps until the
+earliest timer and fires due ones (firing.py, slots.py), appending `delivery.requested`
+in the transaction that advances or removes the timer.
 """
 
 from __future__ import annotations
@@ -10,10 +11,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import asyncpg
+
 from cronhooks_common.consumer import Consumer
+from cronhooks_common.events import Event, EventType
 from cronhooks_common.service import Runtime
 from cronhooks_scheduler.loop import SchedulerLoop
+from cronhooks_scheduler.retries import on_attempt_failed
 from cronhooks_scheduler.timers import HANDLED, on_webhook_event
+
+
+async def handle(conn: asyncpg.Connection, event: Event) -> None:
+    if event.type == EventType.DELIVERY_ATTEMPT_FAILED:
+        await on_attempt_failed(conn, event)
+    else:
+        await on_webhook_event(conn, event)
 
 
 class Scheduler:
@@ -26,8 +38,8 @@ class Scheduler:
             amqp=runtime.amqp,
             pool=runtime.pool,
             inbox="scheduler.inbox",
-            routing_keys=HANDLED,
-            transactional=on_webhook_event,
+            routing_keys=(*HANDLED, EventType.DELIVERY_ATTEMPT_FAILED),
+            transactional=handle,
         )
         self._task: asyncio.Task[None] | None = None
 

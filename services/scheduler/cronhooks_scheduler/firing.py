@@ -1,11 +1,18 @@
 """Claim due timers and turn them into events, one transaction per batch.
 
 `fire_due` locks up to `batch_size` due timers with FOR UPDATE SKIP LOCKED (replicas take
-disjoint batches). In the same transaction it records every slot it decides about in
-`slot_requests` (unique per webhook and slot, each with its own delivery id), appends one
-`delivery.requested` per delivered slot and one `delivery.skipped` per group of skipped
-slots, and moves each timer to its next slot. A crash before commit leaves everything as
-it was; after commit each slot has been requested exactly once.
+disjoint batches) and, in the same transaction:
+
+* cron timers: records every slot it decides about in `slot_requests` (unique per
+  webhook and slot, each with its own delivery id), appends one `delivery.requested` per
+  delivered slot and one `delivery.skipped` per group of skipped slots (slots.py), and
+  moves the timer to its next slot;
+* retry timers: appends the next `delivery.requested` of that delivery (or, if the
+  webhook was deleted or disabled meanwhile, a final `delivery.failed`), and deletes the
+  timer.
+
+A crash before commit leaves everything as it was; after commit each slot has been
+requested exactly once.
 """
 
 from __future__ import annotations
@@ -29,20 +36,23 @@ log = structlog.get_logger(__name__)
 
 REQUESTED = Counter("cronhooks_scheduler_deliveries_requested_total", "Slots requested")
 SKIPPED = Counter("cronhooks_scheduler_slots_skipped_total", "Slots skipped", ["reason"])
+RETRIES = Counter("cronhooks_scheduler_retries_total", "Retry timers fired", ["outcome"])
 
 _CLAIM = """
-select t.timer_key, t.kind, t.subject, t.due_at, w.config
+select t.timer_key, t.kind, t.subject, t.due_at, t.payload, w.config, w.deleted, w.gone
 from scheduler.timers t
-left join scheduler.webhooks w on w.webhook_id = t.subject and t.kind = 'cron'
+left join scheduler.webhooks w on w.webhook_id = t.subject
 where t.due_at <= $1
 order by t.due_at
 limit $2
 for update of t skip locked
 """
 
+Append = tuple[str, int, NewEvent, Causation]
+
 
 @dataclass(frozen=True, slots=True)
-class _Record:
+class _SlotRecord:
     """One row of slot_requests and the event that goes with it."""
 
     webhook_id: int
@@ -53,8 +63,8 @@ class _Record:
 
 def _plan(row: asyncpg.Record, now: datetime) -> SlotPlan | None:
     config = row["config"]
-    if row["kind"] != "cron" or config is None:
-        log.error("timer_unknown", timer_key=row["timer_key"])
+    if config is None or row["deleted"]:
+        log.error("timer_without_webhook", timer_key=row["timer_key"])
         return None
     try:
         schedule = cached_schedule(config["cron_schedule"], config["timezone"])
@@ -70,29 +80,29 @@ def _plan(row: asyncpg.Record, now: datetime) -> SlotPlan | None:
     )
 
 
-def _records(webhook_id: int, config: dict[str, Any], plan: SlotPlan) -> list[_Record]:
-    records = []
-    for delivery in plan.deliveries:
-        records.append(
-            _Record(
-                webhook_id,
-                delivery.slot,
-                EventType.DELIVERY_REQUESTED,
-                {
-                    "webhook_id": webhook_id,
-                    "attempt": 1,
-                    "trigger": "schedule",
-                    "scheduled_for": iso(delivery.slot),
-                    "missed_count": delivery.missed_count,
-                    "next_run_at": None if plan.next_due is None else iso(plan.next_due),
-                    "target": target_of(config),
-                },
-            )
+def _slot_records(webhook_id: int, config: dict[str, Any], plan: SlotPlan) -> list[_SlotRecord]:
+    next_run = None if plan.next_due is None else iso(plan.next_due)
+    records = [
+        _SlotRecord(
+            webhook_id,
+            delivery.slot,
+            EventType.DELIVERY_REQUESTED,
+            {
+                "webhook_id": webhook_id,
+                "attempt": 1,
+                "trigger": "schedule",
+                "scheduled_for": iso(delivery.slot),
+                "missed_count": delivery.missed_count,
+                "next_run_at": next_run,
+                "target": target_of(config),
+            },
         )
+        for delivery in plan.deliveries
+    ]
     if plan.skipped:
         last = plan.skipped[-1]
         records.append(
-            _Record(
+            _SlotRecord(
                 webhook_id,
                 last,
                 EventType.DELIVERY_SKIPPED,
@@ -106,11 +116,54 @@ def _records(webhook_id: int, config: dict[str, Any], plan: SlotPlan) -> list[_R
                     "skipped_count": plan.skipped_count,
                     "first_skipped": iso(plan.skipped[0]),
                     "policy": config.get("catch_up_policy", "LATEST_ONCE"),
-                    "next_run_at": None if plan.next_due is None else iso(plan.next_due),
+                    "next_run_at": next_run,
                 },
             )
         )
     return records
+
+
+def _retry_append(row: asyncpg.Record) -> Append:
+    """The event a due retry timer leads to."""
+    p = row["payload"]
+    base = {
+        "delivery_id": p["delivery_id"],
+        "webhook_id": p["webhook_id"],
+        "attempt": p["attempt"],
+        "trigger": "retry",
+        "scheduled_for": p.get("scheduled_for"),
+        "missed_count": p.get("missed_count", 0),
+    }
+    if row["config"] is None or row["deleted"] or row["gone"]:
+        why = "deleted" if row["config"] is None or row["deleted"] else "disabled"
+        event = NewEvent(
+            EventType.DELIVERY_FAILED,
+            {
+                **base,
+                "attempt": p["attempt"] - 1,
+                "status": "failed",
+                "error": f"retry cancelled: the webhook was {why}",
+                "response_status": None,
+                "duration_ms": None,
+            },
+        )
+        RETRIES.labels("cancelled").inc()
+    else:
+        event = NewEvent(
+            EventType.DELIVERY_REQUESTED,
+            {
+                **base,
+                "previous_error": p.get("previous_error", ""),
+                "target": target_of(row["config"]),
+            },
+        )
+        RETRIES.labels("requested").inc()
+    return (
+        delivery_stream(p["delivery_id"]),
+        p["after_version"],
+        event,
+        Causation.new("scheduler"),
+    )
 
 
 async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000) -> int:
@@ -119,23 +172,30 @@ async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000)
         rows = await conn.fetch(_CLAIM, now, batch_size)
         if not rows:
             return 0
-        records: list[_Record] = []
+        slots: list[_SlotRecord] = []
+        retries: list[Append] = []
         moves: list[tuple[str, datetime | None]] = []
         for row in rows:
-            plan = _plan(row, now)
+            if row["kind"] == "retry":
+                retries.append(_retry_append(row))
+                moves.append((row["timer_key"], None))
+                continue
+            plan = _plan(row, now) if row["kind"] == "cron" else None
             if plan is None:
                 moves.append((row["timer_key"], None))
                 continue
-            records.extend(_records(row["subject"], row["config"], plan))
+            slots.extend(_slot_records(row["subject"], row["config"], plan))
             moves.append((row["timer_key"], plan.next_due))
-        await _record_slots(conn, records, now)
+        appends = await _record_slots(conn, slots) + await _current(conn, retries)
+        await eventstore.append_many(conn, appends, occurred_at=now)
+        REQUESTED.inc(sum(1 for _, _, e, _ in appends if e.type == EventType.DELIVERY_REQUESTED))
         await _move_timers(conn, moves)
         return len(rows)
 
 
-async def _record_slots(conn: asyncpg.Connection, records: list[_Record], now: datetime) -> None:
+async def _record_slots(conn: asyncpg.Connection, records: list[_SlotRecord]) -> list[Append]:
     if not records:
-        return
+        return []
     ids = await conn.fetch(
         "select nextval('eventstore.delivery_ids') as id from generate_series(1, $1)",
         len(records),
@@ -152,7 +212,7 @@ async def _record_slots(conn: asyncpg.Connection, records: list[_Record], now: d
         [row["id"] for row in ids],
     )
     fresh = {(r["webhook_id"], r["slot"]): r["delivery_id"] for r in inserted}
-    batch = []
+    appends: list[Append] = []
     for record in records:
         delivery_id = fresh.get((record.webhook_id, record.slot))
         if delivery_id is None:
@@ -161,11 +221,28 @@ async def _record_slots(conn: asyncpg.Connection, records: list[_Record], now: d
             )
             continue
         event = NewEvent(record.event_type, {"delivery_id": delivery_id, **record.data})
-        batch.append((delivery_stream(delivery_id), 0, event, Causation.new(actor="scheduler")))
+        appends.append((delivery_stream(delivery_id), 0, event, Causation.new(actor="scheduler")))
         if record.event_type == EventType.DELIVERY_SKIPPED:
             SKIPPED.labels("missed").inc(record.data["skipped_count"])
-    await eventstore.append_many(conn, batch, occurred_at=now)
-    REQUESTED.inc(sum(1 for r in records if r.event_type == EventType.DELIVERY_REQUESTED))
+    return appends
+
+
+async def _current(conn: asyncpg.Connection, appends: list[Append]) -> list[Append]:
+    """Drop appends whose stream has moved past the expected version (already handled)."""
+    if not appends:
+        return []
+    versions = dict(
+        await conn.fetch(
+            "select stream, max(version) from eventstore.events"
+            " where stream = any($1::text[]) group by stream",
+            [stream for stream, _, _, _ in appends],
+        )
+    )
+    keep = [a for a in appends if versions.get(a[0], 0) == a[1]]
+    for stream, expected, _, _ in appends:
+        if versions.get(stream, 0) != expected:
+            log.warning("retry_stale", stream=stream, expected=expected)
+    return keep
 
 
 async def _move_timers(conn: asyncpg.Connection, moves: list[tuple[str, datetime | None]]) -> None:

@@ -69,36 +69,43 @@ async def set_cron_timer(
 async def on_webhook_event(conn: asyncpg.Connection, event: Event) -> None:
     webhook_id = int(event.data["webhook_id"])
     row = await conn.fetchrow(
-        "select stream_version, config from scheduler.webhooks where webhook_id = $1 for update",
+        "select stream_version, config, gone from scheduler.webhooks"
+        " where webhook_id = $1 for update",
         webhook_id,
     )
     if row is not None and row["stream_version"] >= event.version:
         return  # an older event arriving late: the newer state is already applied
     config = dict(row["config"]) if row is not None else {}
     deleted = False
+    gone = bool(row["gone"]) if row is not None else False
     reschedule = True
     if event.type in (EventType.WEBHOOK_CREATED, EventType.WEBHOOK_UPDATED):
         new = event.data["config"]
         changed = set(event.data.get("changed", new.keys()))
         reschedule = row is None or bool(changed & SCHEDULE_FIELDS)
         config = {**new, "webhook_id": webhook_id}
+        if "enabled" in changed and new.get("enabled"):
+            gone = False  # re-enabled by an admin
     elif event.type == EventType.WEBHOOK_DISABLED:
         config["enabled"] = False
+        gone = True
     elif event.type == EventType.WEBHOOK_DELETED:
         deleted = True
     await conn.execute(
         """
-        insert into scheduler.webhooks (webhook_id, stream_version, config, deleted)
-        values ($1, $2, $3, $4)
+        insert into scheduler.webhooks (webhook_id, stream_version, config, deleted, gone)
+        values ($1, $2, $3, $4, $5)
         on conflict (webhook_id) do update
             set stream_version = excluded.stream_version,
                 config = excluded.config,
-                deleted = excluded.deleted
+                deleted = excluded.deleted,
+                gone = excluded.gone
         """,
         webhook_id,
         event.version,
         config,
         deleted,
+        gone,
     )
     if deleted or not config.get("enabled", True):
         await set_cron_timer(conn, webhook_id, None)

@@ -1,0 +1,184 @@
+"""A running cronhooks (the four services as processes) and a recording agent, for benches."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+from aiohttp import web
+
+from bench.common import scratch_database
+
+SERVICES = ("admin-api", "importer", "scheduler", "dispatcher")
+MANAGEMENT = "http://127.0.0.1:15672/api"
+AUTH = {"Authorization": aiohttp.encode_basic_auth("guest", "guest")}
+LOGS = Path(__file__).parent / "results" / "logs"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class RecordingAgent:
+    """Answers 200 at once and notes when each delivery id arrived (time.time())."""
+
+    received: dict[int, list[float]] = field(default_factory=dict)
+    port: int = 0
+    _runner: web.AppRunner | None = None
+    _count: int = 0
+    _waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    async def start(self) -> RecordingAgent:
+        async def hook(request: web.Request) -> web.Response:
+            at = time.time()
+            body = await request.json()
+            self.received.setdefault(int(body["id"]), []).append(at)
+            self._count += 1
+            for n, fut in self._waiters:
+                if self._count >= n and not fut.done():
+                    fut.set_result(None)
+            return web.Response(status=200)
+
+        app = web.Application()
+        app.router.add_post("/hook", hook)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def wait_for(self, count: int, timeout: float) -> None:
+        if self._count >= count:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((count, fut))
+        await asyncio.wait_for(fut, timeout)
+
+    def reset(self) -> None:
+        self.received.clear()
+        self._count = 0
+        self._waiters.clear()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+@dataclass
+class Cluster:
+    env: dict[str, str]
+    dsn: str
+    procs: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+    token: str = ""
+
+    def url(self, service: str) -> str:
+        key = {"admin-api": "ADMIN"}.get(service, service.upper())
+        return f"http://127.0.0.1:{self.env[f'CRONHOOKS_{key}_PORT']}"
+
+    async def graphql(
+        self, session: aiohttp.ClientSession, query: str, variables: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        async with session.post(
+            f"{self.url('admin-api')}/graphql",
+            json={"query": query, "variables": variables or {}},
+            headers={"Authorization": f"Bearer {self.token}"},
+        ) as resp:
+            return await resp.json()  # type: ignore[no-any-return]
+
+
+async def _cli(env: dict[str, str], *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cronhooks_common.cli",
+        *args,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(err.decode())
+    return out.decode()
+
+
+@asynccontextmanager
+async def running_cluster(extra_env: dict[str, str] | None = None) -> AsyncIterator[Cluster]:
+    vhost = f"cronhooks-bench-{uuid.uuid4().hex[:8]}"
+    async with aiohttp.ClientSession(headers=AUTH) as mgmt:
+        await mgmt.put(f"{MANAGEMENT}/vhosts/{quote(vhost, safe='')}")
+        await mgmt.put(
+            f"{MANAGEMENT}/permissions/{quote(vhost, safe='')}/guest",
+            json={"configure": ".*", "write": ".*", "read": ".*"},
+        )
+    async with scratch_database() as dsn:
+        ports = {name: free_port() for name in ("ADMIN", "IMPORTER", "SCHEDULER", "DISPATCHER")}
+        env = {
+            "CRONHOOKS_SECRET_KEY": "bench-secret-key-0123456789abcdef0123456789",
+            "CRONHOOKS_DATABASE_URL": dsn,
+            "CRONHOOKS_AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}",
+            "CRONHOOKS_ALLOW_PRIVATE_TARGETS": "true",
+            "CRONHOOKS_LOG_FORMAT": "json",
+            **{f"CRONHOOKS_{k}_PORT": str(v) for k, v in ports.items()},
+            **(extra_env or {}),
+        }
+        cluster = Cluster(env, dsn)
+        LOGS.mkdir(parents=True, exist_ok=True)
+        try:
+            for service in SERVICES:
+                log = open(LOGS / f"{service}.log", "ab")  # noqa: SIM115, ASYNC230
+                cluster.procs[service] = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "cronhooks_common.cli",
+                    "run",
+                    service,
+                    env={**os.environ, **env},
+                    stdout=log,
+                    stderr=log,
+                )
+            async with aiohttp.ClientSession() as session:
+                for service in SERVICES:
+                    for _ in range(300):
+                        try:
+                            async with session.get(f"{cluster.url(service)}/readyz") as r:
+                                if r.status == 200:
+                                    break
+                        except aiohttp.ClientError:
+                            pass
+                        await asyncio.sleep(0.1)
+            cluster.token = (await _cli(env, "admin", "create-token", "--name", "bench")).split()[
+                -1
+            ]
+            yield cluster
+        finally:
+            for proc in cluster.procs.values():
+                if proc.returncode is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc in cluster.procs.values():
+                try:
+                    await asyncio.wait_for(proc.wait(), 40)
+                except TimeoutError:
+                    proc.kill()
+            async with aiohttp.ClientSession(headers=AUTH) as mgmt:
+                await mgmt.delete(f"{MANAGEMENT}/vhosts/{quote(vhost, safe='')}")

@@ -1,0 +1,128 @@
+"""Every rule a batch of note changes must pass (CONTRACT §5), with passing and failing cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from cronhooks_importer.rules import (
+    CONFLICT,
+    FORBIDDEN,
+    INVALID,
+    MAX_NOTE_BYTES,
+    TOO_LARGE,
+    allowed,
+    content_hash,
+    parse_changes,
+    path_problem,
+)
+
+H = "a" * 64
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["a", "digests/2026-02-09.md", "a/b/c.txt", "ünïcode/路径.md", "x" * 512, "a..b/c", ".hidden"],
+)
+def test_valid_paths(path: str) -> None:
+    assert path_problem(path) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("", "empty"),
+        ("../x", ".."),
+        ("a/../b", ".."),
+        ("..", ".."),
+        ("/abs", "leading /"),
+        ("a/./b", ". segments"),
+        ("./a", ". segments"),
+        ("a//b", "empty segment"),
+        ("a/", "empty segment"),
+        ("a\u0000b", "control"),
+        ("a\nb", "control"),
+        ("a\x7fb", "control"),
+        ("a\\b", "backslash"),
+        ("x" * 513, "512 bytes"),
+        ("é" * 257, "512 bytes"),  # 514 bytes in UTF-8
+    ],
+)
+def test_invalid_paths(path: str, reason: str) -> None:
+    problem = path_problem(path)
+    assert problem is not None and reason in problem
+
+
+def test_globs_cover_the_whole_path_and_star_crosses_slashes() -> None:
+    assert allowed("digests/2026/02/09.md", ["digests/*"])
+    assert allowed("anything/at/all", ["*"])
+    assert not allowed("notes/a.md", ["digests/*"])
+    assert not allowed("a", [])  # no patterns, no writes
+    assert allowed("a.md", ["*.md"]) and not allowed("a.md.txt", ["*.md"])
+    assert allowed("log-7.txt", ["log-[0-9].txt"]) and not allowed("log-x.txt", ["log-[0-9].txt"])
+
+
+def test_content_hash_is_lowercase_hex_sha256_of_utf8() -> None:
+    assert content_hash("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    assert content_hash("ü") == content_hash("ü") and len(content_hash("x")) == 64
+
+
+def test_a_good_batch_passes() -> None:
+    changes, errors = parse_changes(
+        [
+            {"path": "d/a.md", "content": "A", "expected_hash": ""},
+            {"path": "d/b.md", "content": "B", "expected_hash": H},
+            {"path": "d/c.md", "content": "C"},
+        ],
+        write_patterns=["d/*"],
+    )
+    assert errors == []
+    assert [c.expected_hash for c in changes] == ["", H, None]
+
+
+def test_paths_are_normalised_to_nfc_once() -> None:
+    decomposed = "cafe\u0301.md"
+    [change], _ = parse_changes([{"path": decomposed, "content": ""}], write_patterns=["*"])
+    assert change.path == "caf\u00e9.md"
+
+
+def test_one_error_per_offending_change_and_kinds() -> None:
+    raw = [
+        {"path": "d/ok.md", "content": "fine"},
+        {"path": "../x", "content": "x"},
+        {"path": "other/a.md", "content": "x"},
+        {"path": "d/big.md", "content": "x" * (MAX_NOTE_BYTES + 1)},
+        {"path": "d/h.md", "content": "x", "expected_hash": "nothex"},
+        {"path": "d/ok.md", "content": "again"},
+        {"content": "no path"},
+        "not an object",
+        {"path": "d/n.md", "content": 5},
+    ]
+    _, errors = parse_changes(raw, write_patterns=["d/*"])
+    kinds = [(e.path, e.kind) for e in errors]
+    assert kinds == [
+        ("../x", INVALID),
+        ("other/a.md", FORBIDDEN),
+        ("d/big.md", TOO_LARGE),
+        ("d/h.md", INVALID),
+        ("d/ok.md", INVALID),
+        ("#6", INVALID),
+        ("#7", INVALID),
+        ("d/n.md", INVALID),
+    ]
+    assert "twice" in errors[4].error
+
+
+def test_exactly_one_mib_is_allowed() -> None:
+    _, errors = parse_changes(
+        [{"path": "a", "content": "x" * MAX_NOTE_BYTES}], write_patterns=["*"]
+    )
+    assert errors == []
+
+
+def test_malformed_batches() -> None:
+    assert (
+        parse_changes({"path": "a"}, write_patterns=["*"])[1][0].error == "changes must be an array"
+    )
+    _, errors = parse_changes([{"path": "a", "content": ""}] * 1001, write_patterns=["*"])
+    assert errors[0].kind == TOO_LARGE
+    assert CONFLICT == "conflict"
