@@ -28,12 +28,17 @@ class ConcurrencyError(Exception):
         self.expected = expected
 
 
+# One round trip appends the events and queues them in the outbox.
 _INSERT = """
-insert into eventstore.events
-    (stream, version, event_id, type, data, correlation_id, causation_id, actor, occurred_at)
-select $1, v, id, t, d::jsonb, $5, $6, $7, $8
-from unnest($2::int[], $3::uuid[], $4::text[], $9::text[]) as x(v, id, t, d)
-on conflict (stream, version) do nothing
+with appended as (
+    insert into eventstore.events
+        (stream, version, event_id, type, data, correlation_id, causation_id, actor, occurred_at)
+    select $1, v, id, t, d::jsonb, $5, $6, $7, $8
+    from unnest($2::int[], $3::uuid[], $4::text[], $9::text[]) as x(v, id, t, d)
+    on conflict (stream, version) do nothing
+    returning position
+)
+insert into eventstore.outbox (position) select position from appended
 returning position
 """
 
@@ -68,10 +73,6 @@ async def append(
     )
     if len(positions) != len(events):
         raise ConcurrencyError(stream, expected_version)
-    await conn.execute(
-        "insert into eventstore.outbox (position) select unnest($1::bigint[])",
-        [r["position"] for r in positions],
-    )
     return [
         Event(
             event_id=e.event_id,
@@ -103,14 +104,19 @@ async def append_many(
         return []
     rows = await conn.fetch(
         """
-        insert into eventstore.events
-            (stream, version, event_id, type, data, correlation_id, causation_id, actor,
-             occurred_at)
-        select s, v, id, t, d::jsonb, c, k, a, $8
-        from unnest($1::text[], $2::int[], $3::uuid[], $4::text[], $5::text[], $6::uuid[],
-                    $7::uuid[], $9::text[]) as x(s, v, id, t, d, c, k, a)
-        on conflict (stream, version) do nothing
-        returning stream, position
+        with appended as (
+            insert into eventstore.events
+                (stream, version, event_id, type, data, correlation_id, causation_id, actor,
+                 occurred_at)
+            select s, v, id, t, d::jsonb, c, k, a, $8
+            from unnest($1::text[], $2::int[], $3::uuid[], $4::text[], $5::text[], $6::uuid[],
+                        $7::uuid[], $9::text[]) as x(s, v, id, t, d, c, k, a)
+            on conflict (stream, version) do nothing
+            returning stream, position
+        ), queued as (
+            insert into eventstore.outbox (position) select position from appended
+        )
+        select stream from appended
         """,
         [s for s, _, _, _ in batch],
         [v + 1 for _, v, _, _ in batch],
@@ -126,10 +132,6 @@ async def append_many(
         written = {r["stream"] for r in rows}
         missing = next(s for s, _, _, _ in batch if s not in written)
         raise ConcurrencyError(missing, next(v for s, v, _, _ in batch if s == missing))
-    await conn.execute(
-        "insert into eventstore.outbox (position) select unnest($1::bigint[])",
-        [r["position"] for r in rows],
-    )
     return [
         Event(
             event_id=e.event_id,

@@ -30,7 +30,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from cronhooks_common import eventstore
 from cronhooks_common.batching import GroupCommitter
 from cronhooks_common.clock import Clock, iso
-from cronhooks_common.consumer import already_handled, claim_event
+from cronhooks_common.consumer import claim_event
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import Causation, Event, EventType, NewEvent
 from cronhooks_common.signing import signature_headers, signing_key
@@ -159,17 +159,20 @@ class Dispatcher:
         with structlog.contextvars.bound_contextvars(
             delivery_id=request["delivery_id"], webhook_id=request["webhook_id"]
         ):
-            async with self.pool.acquire() as conn:
-                if await already_handled(conn, INBOX, event.event_id):
-                    return
+            # One round trip: handled before? and the webhook's current secret.
+            handled, sealed = await self.pool.fetchrow(
+                """
+                select exists (select 1 from dispatcher.inbox where event_id = $1),
+                       (select ciphertext from shared.webhook_secrets where webhook_id = $2)
+                """,
+                event.event_id,
+                request["webhook_id"],
+            )
+            if handled:
+                return
             if await self._forbidden(event):
                 await self.committer.run(lambda conn: self._record_skipped(conn, event))
                 return
-            async with self.pool.acquire() as conn:
-                sealed = await conn.fetchval(
-                    "select ciphertext from shared.webhook_secrets where webhook_id = $1",
-                    request["webhook_id"],
-                )
             started_at = self.clock.now()
             if request["trigger"] == "schedule" and request.get("scheduled_for"):
                 lag = started_at - datetime.fromisoformat(request["scheduled_for"])
