@@ -6,11 +6,15 @@ import argparse
 import asyncio
 import logging
 
-from bench import dispatch, scheduler
+from bench import dispatch, notes, scheduler
 from bench.common import write_report
 from cronhooks_common.logs import configure_logging
 
-SUITES = {"scheduler": scheduler.run, "dispatch": dispatch.trigger_burst}
+SUITES = {
+    "scheduler": scheduler.run,
+    "dispatch": dispatch.trigger_burst,
+    "notes": notes.apply_rate,
+}
 
 
 async def main(names: list[str]) -> None:

@@ -40,7 +40,8 @@ class Runtime:
     pool: asyncpg.Pool
     amqp: AbstractRobustConnection
     clock: Clock = field(default_factory=SystemClock)
-    http: web.Application = field(default_factory=lambda: web.Application(client_max_size=4 << 20))
+    # Large enough for the token API's biggest batch; each handler applies its own limits.
+    http: web.Application = field(default_factory=lambda: web.Application(client_max_size=32 << 20))
 
 
 class Service(Protocol):

@@ -1,7 +1,8 @@
 """The agent's short API token (CONTRACT §5): minted by the dispatcher, verified by the importer.
 
 HS256 with a key derived from CRONHOOKS_SECRET_KEY. Claims: iss, aud "cronhooks-api",
-sub "webhook:{id}", delivery_id, depth, read_patterns, write_patterns, iat, exp, jti.
+sub "webhook:{id}", delivery_id, depth, read_patterns, write_patterns, iat, exp, jti, and
+max_depth (the webhook's maxDepth: a token deeper than that may read but not write).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ApiClaims:
     read_patterns: tuple[str, ...]
     write_patterns: tuple[str, ...]
     expires_at: datetime
+    max_depth: int | None = None  # the webhook's maxDepth when the token was minted
 
 
 class ApiTokens:
@@ -47,6 +49,7 @@ class ApiTokens:
         read_patterns: list[str],
         write_patterns: list[str],
         now: datetime,
+        max_depth: int | None = None,
     ) -> str:
         claims = {
             "iss": self._issuer,
@@ -60,6 +63,8 @@ class ApiTokens:
             "exp": int((now + self._ttl).timestamp()),
             "jti": uuid.uuid4().hex,
         }
+        if max_depth is not None:
+            claims["max_depth"] = max_depth
         return jwt.encode(claims, self._key, algorithm=ALGORITHM)
 
     def verify(self, token: str, *, now: datetime) -> ApiClaims:
@@ -85,6 +90,7 @@ class ApiTokens:
                 read_patterns=tuple(str(p) for p in claims.get("read_patterns", [])),
                 write_patterns=tuple(str(p) for p in claims.get("write_patterns", [])),
                 expires_at=expires,
+                max_depth=None if claims.get("max_depth") is None else int(claims["max_depth"]),
             )
         except (KeyError, TypeError, ValueError):
             raise TokenError("token claims are malformed") from None

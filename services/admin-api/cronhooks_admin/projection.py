@@ -285,6 +285,27 @@ async def _delivery_skipped(conn: asyncpg.Connection, event: Event) -> None:
         )
 
 
+async def _note_changed(conn: asyncpg.Connection, event: Event) -> None:
+    d = event.data
+    await conn.execute(
+        """
+        insert into admin.notes (path, content_hash, version, depth, updated_at, updated_by)
+        values ($1, $2, $3, $4, $5, $6)
+        on conflict (path) do update set
+            content_hash = excluded.content_hash, version = excluded.version,
+            depth = excluded.depth, updated_at = excluded.updated_at,
+            updated_by = excluded.updated_by
+        where admin.notes.version < excluded.version
+        """,
+        d["path"],
+        d["content_hash"],
+        d["version"],
+        d["depth"],
+        event.occurred_at,
+        d["writer"],
+    )
+
+
 HANDLERS: dict[str, Apply] = {
     EventType.WEBHOOK_CREATED: _webhook_created,
     EventType.WEBHOOK_UPDATED: _webhook_updated,
@@ -296,6 +317,7 @@ HANDLERS: dict[str, Apply] = {
     EventType.DELIVERY_FAILED: _delivery_finished,
     EventType.DELIVERY_ATTEMPT_FAILED: _delivery_finished,
     EventType.DELIVERY_SKIPPED: _delivery_skipped,
+    EventType.NOTE_CHANGED: _note_changed,
 }
 
 

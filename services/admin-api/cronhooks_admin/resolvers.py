@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from fnmatch import fnmatchcase
 from typing import Any, TypeVar
 
 from graphql import GraphQLError, GraphQLResolveInfo
@@ -13,6 +14,7 @@ from cronhooks_admin.context import Context
 from cronhooks_admin.validation import InputError
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.eventstore import ConcurrencyError
+from cronhooks_common.globs import like_prefix
 
 T = TypeVar("T")
 Info = GraphQLResolveInfo[Context]
@@ -107,6 +109,20 @@ async def resolve_cron_webhook_next_runs(
 async def resolve_delivery_attempts(delivery: dict[str, Any], info: Info) -> list[dict[str, Any]]:
     ctx = info.context
     return await ctx.attempts.load(delivery["id"])
+
+
+async def note(_: Any, info: Info, path: str) -> dict[str, Any] | None:
+    row = await info.context.pool.fetchrow("select * from admin.notes where path = $1", path)
+    return None if row is None else dict(row)
+
+
+async def notes(_: Any, info: Info, pattern: str = "*", limit: int = 100) -> list[dict[str, Any]]:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise bad_input("limit", f"must be from 1 to {MAX_LIMIT}")
+    rows = await info.context.pool.fetch(
+        "select * from admin.notes where path like $1 order by path", like_prefix(pattern)
+    )
+    return [dict(r) for r in rows if fnmatchcase(r["path"], pattern)][:limit]
 
 
 # --- mutations -----------------------------------------------------------------------

@@ -42,6 +42,8 @@ query.set_field("cronWebhooks", resolvers.cron_webhooks)
 query.set_field("cronWebhook", resolvers.cron_webhook)
 query.set_field("cronWebhookDeliveries", resolvers.cron_webhook_deliveries)
 query.set_field("cronWebhookDelivery", resolvers.cron_webhook_delivery)
+query.set_field("note", resolvers.note)
+query.set_field("notes", resolvers.notes)
 
 mutation = MutationType()
 mutation.set_field("createCronWebhook", resolvers.create_cron_webhook)

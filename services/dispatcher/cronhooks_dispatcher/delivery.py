@@ -96,7 +96,7 @@ class Dispatcher:
         if event.type == EventType.DELIVERY_REQUESTED:
             await self._deliver(event)
         elif event.type in (EventType.NOTES_IMPORTED, EventType.NOTES_REJECTED):
-            if event.data.get("delivery_id") is not None:
+            if event.data.get("attempt") is not None:  # not a token push
                 await self._import_finished(event)
         elif event.type == EventType.WEBHOOK_UPDATED:
             await self.committer.run(lambda conn: health.on_webhook_updated(conn, event, INBOX))
@@ -228,6 +228,7 @@ class Dispatcher:
                 read_patterns=target["read_patterns"],
                 write_patterns=target["write_patterns"],
                 now=now,
+                max_depth=target.get("max_depth"),
             )
         body = payload.build_body(
             request, timestamp=timestamp, api_token=token, api_url=self.api_url

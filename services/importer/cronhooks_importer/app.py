@@ -10,11 +10,20 @@ from __future__ import annotations
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.events import EventType
 from cronhooks_common.service import Runtime
+from cronhooks_common.tokens import ApiTokens
+from cronhooks_importer.api import add_token_api
 from cronhooks_importer.imports import make_handler
 
 
 class Importer:
     def __init__(self, runtime: Runtime) -> None:
+        settings = runtime.settings
+        tokens = ApiTokens(
+            master_key=settings.secret_key,
+            issuer=settings.public_url,
+            ttl_seconds=settings.api_token_ttl_seconds,
+        )
+        add_token_api(runtime.http, pool=runtime.pool, tokens=tokens, clock=runtime.clock)
         self.consumer = Consumer(
             name="importer",
             amqp=runtime.amqp,

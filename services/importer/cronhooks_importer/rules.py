@@ -10,8 +10,9 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Any
+
+from cronhooks_common.globs import matches_any
 
 MAX_PATH_BYTES = 512
 MAX_NOTE_BYTES = 1 << 20  # 1 MiB per note
@@ -66,9 +67,7 @@ def path_problem(path: str) -> str | None:
     return None
 
 
-def allowed(path: str, patterns: list[str] | tuple[str, ...]) -> bool:
-    """Shell-style globs over the whole path; `*` also matches `/`; no patterns, no path."""
-    return any(fnmatchcase(path, pattern) for pattern in patterns)
+allowed = matches_any  # shell-style globs over the whole path; `*` also matches `/`
 
 
 def parse_changes(

@@ -56,55 +56,61 @@ async def apply_changes(
     conflicts = [e for c in changes if (e := _conflict(c, current.get(c.path))) is not None]
     if conflicts:
         raise Rejected(conflicts)
-    applied: list[Applied] = []
-    for change in changes:
-        new_hash = content_hash(change.content)
-        version = await conn.fetchval(
-            """
-            insert into importer.notes
-                (path, content, content_hash, version, depth, updated_at, updated_by)
-            values ($1, $2, $3, 1, $4, $5, $6)
-            on conflict (path) do update set
-                content = excluded.content, content_hash = excluded.content_hash,
-                version = importer.notes.version + 1, depth = excluded.depth,
-                updated_at = excluded.updated_at, updated_by = excluded.updated_by
-            where $7
-            returning version
-            """,
-            change.path,
-            change.content,
-            new_hash,
-            depth,
-            now,
-            writer,
-            change.expected_hash != "",  # "" = create only: an existing row is a conflict
-        )
-        if version is None:
-            # Created by a concurrent writer after our read: the database decided.
-            raise Rejected([ChangeError(change.path, "note already exists", CONFLICT)])
-        previous = current.get(change.path)
-        await eventstore.append(
-            conn,
-            note_stream(change.path),
-            [
+    hashes = [content_hash(c.content) for c in changes]
+    # One statement writes the whole batch. A create-only change ("" expected_hash) whose
+    # path a concurrent writer created after our read returns no row: the database decided.
+    written = await conn.fetch(
+        """
+        insert into importer.notes
+            (path, content, content_hash, version, depth, updated_at, updated_by)
+        select p, c, h, 1, $4, $5, $6
+        from unnest($1::text[], $2::text[], $3::text[]) as x(p, c, h)
+        on conflict (path) do update set
+            content = excluded.content, content_hash = excluded.content_hash,
+            version = importer.notes.version + 1, depth = excluded.depth,
+            updated_at = excluded.updated_at, updated_by = excluded.updated_by
+        where not (importer.notes.path = any($7::text[]))
+        returning path, version
+        """,
+        [c.path for c in changes],
+        [c.content for c in changes],
+        hashes,
+        depth,
+        now,
+        writer,
+        [c.path for c in changes if c.expected_hash == ""],
+    )
+    versions = {r["path"]: r["version"] for r in written}
+    lost = [c.path for c in changes if c.path not in versions]
+    if lost:
+        raise Rejected([ChangeError(path, "note already exists", CONFLICT) for path in lost])
+    applied = [Applied(c.path, h, versions[c.path]) for c, h in zip(changes, hashes, strict=True)]
+    await eventstore.append_many(
+        conn,
+        [
+            (
+                note_stream(a.path),
+                a.version - 1,
                 NewEvent(
                     EventType.NOTE_CHANGED,
                     {
-                        "path": change.path,
-                        "content_hash": new_hash,
-                        "previous_hash": None if previous is None else previous["content_hash"],
-                        "version": version,
+                        "path": a.path,
+                        "content_hash": a.content_hash,
+                        "previous_hash": (
+                            None if a.path not in current else current[a.path]["content_hash"]
+                        ),
+                        "version": a.version,
                         "depth": depth,
                         "writer": writer,
-                        "size": len(change.content.encode()),
+                        "size": len(c.content.encode()),
                     },
-                )
-            ],
-            expected_version=version - 1,
-            causation=causation,
-            occurred_at=now,
-        )
-        applied.append(Applied(change.path, new_hash, version))
+                ),
+                causation,
+            )
+            for a, c in zip(applied, changes, strict=True)
+        ],
+        occurred_at=now,
+    )
     return applied
 
 

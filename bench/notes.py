@@ -1,0 +1,76 @@
+"""Note apply rate through the token API (importer process): batches of 1 and of 100.
+
+Each push is a real POST /api/notes with an api_token, checked and applied all or
+nothing, with one `note.changed` per note; 8 clients push at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+import aiohttp
+
+from bench.common import table
+from bench.harness import running_cluster
+from cronhooks_common.tokens import ApiTokens
+
+CLIENTS = 8
+
+
+async def _rate(
+    session: aiohttp.ClientSession, url: str, token: str, batch: int, total: int, prefix: str
+) -> float:
+    pushes = total // batch
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(pushes):
+        queue.put_nowait(i)
+
+    async def client() -> None:
+        while not queue.empty():
+            i = queue.get_nowait()
+            changes = [
+                {
+                    "path": f"{prefix}/{i}/{j}.md",
+                    "content": f"note {i}/{j}\n" * 20,
+                    "expected_hash": "",
+                }
+                for j in range(batch)
+            ]
+            async with session.post(
+                url, json={"changes": changes}, headers={"Authorization": f"Bearer {token}"}
+            ) as resp:
+                assert resp.status == 200, await resp.text()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(CLIENTS)))
+    return pushes * batch / (time.perf_counter() - started)
+
+
+async def apply_rate() -> list[tuple[str, str]]:
+    async with running_cluster() as cluster, aiohttp.ClientSession() as session:
+        token = ApiTokens(
+            master_key=cluster.env["CRONHOOKS_SECRET_KEY"],
+            issuer="http://127.0.0.1:8080",
+            ttl_seconds=3600,
+        ).mint(
+            webhook_id=1,
+            delivery_id=1,
+            depth=1,
+            read_patterns=["*"],
+            write_patterns=["*"],
+            now=datetime.now(UTC),
+            max_depth=1,
+        )
+        url = f"{cluster.url('importer')}/api/notes"
+        rows = []
+        for batch, total in ((1, 2_000), (100, 20_000)):
+            rate = await _rate(session, url, token, batch, total, f"b{batch}")
+            rows.append([batch, total, CLIENTS, f"{rate:.0f}"])
+    return [
+        (
+            "Note apply rate (token API, importer process)",
+            table(["changes per push", "notes", "clients", "notes/s"], rows),
+        )
+    ]
