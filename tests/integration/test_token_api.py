@@ -68,19 +68,21 @@ async def call(
     raw: bytes | None = None,
 ) -> tuple[int, Any]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with aiohttp.ClientSession() as session:
-        async with session.request(
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(
             method,
             f"{r.urls['importer']}{path}",
             headers=headers,
             json=body if raw is None else None,
             data=raw,
-        ) as resp:
-            text = await resp.text()
-            try:
-                return resp.status, await resp.json(content_type=None)
-            except ValueError:
-                return resp.status, text
+        ) as resp,
+    ):
+        text = await resp.text()
+        try:
+            return resp.status, await resp.json(content_type=None)
+        except ValueError:
+            return resp.status, text
 
 
 async def push(r: Running, token: str, *changes: dict[str, Any]) -> tuple[int, Any]:
