@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import logging
 
-from bench import dispatch, notes, scheduler
+from bench import admin_reads, dispatch, notes, scheduler
 from bench.common import write_report
 from cronhooks_common.logs import configure_logging
 
@@ -14,6 +14,7 @@ SUITES = {
     "scheduler": scheduler.run,
     "dispatch": dispatch.trigger_burst,
     "notes": notes.apply_rate,
+    "admin": admin_reads.admin_reads,
 }
 
 

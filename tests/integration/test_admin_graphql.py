@@ -183,3 +183,108 @@ async def test_regenerate_secret_returns_a_new_one(api) -> None:  # type: ignore
     second = body["data"]["regenerateCronWebhookSecret"]
     assert second["secret"].startswith("whsec_") and second["secret"] != first["secret"]
     assert second["cronWebhook"]["hasSecret"] is True
+
+
+OPERATIONS = [
+    "{ cronWebhooks { id } }",
+    "{ cronWebhook(id: 1) { id } }",
+    "{ cronWebhookDeliveries(cronWebhookId: 1) { id } }",
+    "{ cronWebhookDelivery(id: 1) { id } }",
+    '{ note(path: "a") { path } }',
+    "{ notes { path } }",
+    'mutation { createCronWebhook(input: {url: "https://a.example/", cronSchedule: "* * * * *"}) { secret } }',
+    'mutation { updateCronWebhook(input: {id: 1, description: "x"}) { cronWebhook { id } } }',
+    "mutation { deleteCronWebhook(id: 1) { id } }",
+    "mutation { regenerateCronWebhookSecret(id: 1) { secret } }",
+    "mutation { triggerCronWebhook(webhookId: 1) { deliveryId } }",
+]
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+async def test_every_operation_needs_a_token(api, operation: str) -> None:  # type: ignore[no-untyped-def]
+    r, _, _ = api
+    status, body = await r.graphql(None, operation)
+    assert status == 401 and body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    assert "data" not in body
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"url": "ftp://x/"}, "url"),
+        ({"cronSchedule": "* * * *"}, "cronSchedule"),
+        ({"timezone": "Nowhere/Town"}, "timezone"),
+        ({"timeoutSeconds": 1000}, "timeoutSeconds"),
+        ({"maxRetries": -1}, "maxRetries"),
+        ({"maxDepth": 0}, "maxDepth"),
+        ({"misfireGraceSeconds": -5}, "misfireGraceSeconds"),
+        ({"instruction": "x" * (64 * 1024 + 1)}, "instruction"),
+        ({"description": "d" * 5000}, "description"),
+        ({"readPatterns": ["[bad"]}, "readPatterns"),
+        ({"writePatterns": [""]}, "writePatterns"),
+        ({"secret": "short"}, "secret"),
+    ],
+)
+async def test_update_validation_names_the_field_and_changes_nothing(
+    api, settings: Settings, fields, field
+) -> None:  # type: ignore[no-untyped-def]
+    r, token, _ = api
+    _, body = await r.graphql(token, CREATE, {"input": webhook_input()})
+    hook = body["data"]["createCronWebhook"]["cronWebhook"]
+    before = await event_count(settings.database_url)
+    _, body = await r.graphql(
+        token,
+        """mutation($input: UpdateCronWebhookInput!) {
+        updateCronWebhook(input: $input) { cronWebhook { id } } }""",
+        {"input": {"id": hook["id"], **fields}},
+    )
+    assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "field": field}
+    assert await event_count(settings.database_url) == before
+
+
+async def test_enums_are_checked_by_the_schema(api) -> None:  # type: ignore[no-untyped-def]
+    r, token, _ = api
+    _, body = await r.graphql(token, CREATE, {"input": webhook_input(catchUpPolicy="SOMETIMES")})
+    assert body["errors"] and "SOMETIMES" in body["errors"][0]["message"]
+
+
+async def test_introspection_and_the_explorer_page(api) -> None:  # type: ignore[no-untyped-def]
+    r, token, _ = api
+    _, body = await r.graphql(token, "{ __schema { queryType { name } mutationType { name } } }")
+    assert body["data"]["__schema"] == {
+        "queryType": {"name": "Query"},
+        "mutationType": {"name": "Mutation"},
+    }
+    _, body = await r.graphql(token, '{ __type(name: "CronWebhook") { fields { name } } }')
+    names = {f["name"] for f in body["data"]["__type"]["fields"]}
+    assert {
+        "nextRuns",
+        "stats",
+        "consecutiveFailures",
+        "disabledReason",
+        "timezone",
+        "hasSecret",
+    } <= names
+    assert "secret" not in names
+    import aiohttp
+
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(r.urls["admin-api"] + "/graphql") as resp,
+    ):
+        assert resp.status == 200 and "graphiql" in (await resp.text()).lower()
+
+
+async def test_mutations_record_the_acting_admin(api, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    r, token, _ = api
+    _, body = await r.graphql(token, CREATE, {"input": webhook_input()})
+    hook_id = body["data"]["createCronWebhook"]["cronWebhook"]["id"]
+    await r.graphql(token, f"mutation {{ deleteCronWebhook(id: {hook_id}) {{ id }} }}")
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        actors = {r["actor"] for r in await conn.fetch("select actor from eventstore.events")}
+        row = await conn.fetchrow("select created_by, disabled_by from admin.webhooks")
+    finally:
+        await conn.close()
+    assert len(actors) == 1 and next(iter(actors)).startswith("admin:")
+    assert row["created_by"] == row["disabled_by"] == next(iter(actors))

@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     admin_sub = admin.add_subparsers(dest="admin_command", required=True)
     token = admin_sub.add_parser("create-token", help="create an admin API token")
     token.add_argument("--name", required=True)
+    projections = sub.add_parser("projections", help="admin read models")
+    projections_sub = projections.add_subparsers(dest="projections_command", required=True)
+    projections_sub.add_parser("rebuild", help="drop the admin read models and replay the events")
     up = sub.add_parser("up", help="migrate and run all services in one supervised tree")
     up.add_argument("--demo-agent", action="store_true", help="also run the demo agent")
     up.add_argument("--demo-agent-port", type=int, default=8090)
@@ -56,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args.service, settings)
     if args.command == "admin":
         return asyncio.run(_create_token(settings, args.name))
+    if args.command == "projections":
+        return asyncio.run(_rebuild(settings))
     if args.command == "up":
         from cronhooks_common.supervisor import up
 
@@ -82,6 +87,14 @@ def _run(service: str, settings: Settings) -> int:
 
     module = importlib.import_module(SERVICES[service])
     asyncio.run(serve(service, settings, module.bootstrap))
+    return 0
+
+
+async def _rebuild(settings: Settings) -> int:
+    from cronhooks_admin.rebuild import rebuild_database
+
+    replayed, position = await rebuild_database(settings.database_url)
+    print(f"replayed {replayed} events up to position {position}")
     return 0
 
 

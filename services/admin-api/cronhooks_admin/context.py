@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -32,6 +33,103 @@ class AttemptsLoader(DataLoader[int, list[dict[str, Any]]]):
         return [grouped[k] for k in keys]
 
 
+class FailuresLoader(DataLoader[int, int]):
+    """consecutiveFailures: failed deliveries since the later of the last success and the
+    last re-enable. Derived from the deliveries, so it does not depend on event order."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__()
+        self._pool = pool
+
+    async def batch_load_fn(self, keys: list[int]) -> list[int]:
+        rows = await self._pool.fetch(
+            """
+            select w.id, (
+                select count(*) from admin.deliveries d
+                where d.cron_webhook_id = w.id and d.status = 'failed'
+                  and d.completed_at > coalesce(w.failures_reset_at, '-infinity')
+                  and (d.completed_at, d.id) > coalesce(
+                      (select (s.completed_at, s.id) from admin.deliveries s
+                       where s.cron_webhook_id = w.id and s.status = 'success'
+                       order by s.completed_at desc, s.id desc limit 1),
+                      ('-infinity'::timestamptz, 0::bigint))
+            ) as failures
+            from admin.webhooks w where w.id = any($1::bigint[])
+            """,
+            keys,
+        )
+        found = {r["id"]: r["failures"] for r in rows}
+        return [found.get(k, 0) for k in keys]
+
+
+class StatsLoader(DataLoader[int, dict[str, Any]]):
+    """Delivery stats of many webhooks for the last 24 h and 7 d, in one query."""
+
+    def __init__(self, pool: asyncpg.Pool, clock: Clock) -> None:
+        super().__init__()
+        self._pool = pool
+        self._clock = clock
+
+    async def batch_load_fn(self, keys: list[int]) -> list[dict[str, Any]]:
+        now = self._clock.now()
+        rows = await self._pool.fetch(
+            f"""
+            select cron_webhook_id, {_window("d1", "$2")}, {_window("d7", "$3")}
+            from admin.deliveries
+            where cron_webhook_id = any($1::bigint[]) and created_at > $3
+              and status in ('success', 'failed')
+            group by cron_webhook_id
+            """,
+            keys,
+            now - timedelta(days=1),
+            now - timedelta(days=7),
+        )
+        found = {r["cron_webhook_id"]: r for r in rows}
+        return [
+            # keys as ariadne's name conversion expects them (last24h → last_24_h)
+            {"last_24_h": _stats(found.get(k), "d1"), "last_7_d": _stats(found.get(k), "d7")}
+            for k in keys
+        ]
+
+
+def _window(name: str, since: str) -> str:
+    within = f"created_at > {since}"
+    return f"""
+        count(*) filter (where {within}) as {name}_total,
+        count(*) filter (where {within} and status = 'success') as {name}_succeeded,
+        count(*) filter (where {within} and status = 'failed') as {name}_failed,
+        percentile_cont(0.5) within group (order by duration_ms)
+            filter (where {within}) as {name}_p50,
+        percentile_cont(0.95) within group (order by duration_ms)
+            filter (where {within}) as {name}_p95
+    """
+
+
+def _stats(row: asyncpg.Record | None, name: str) -> dict[str, Any]:
+    if row is None or not row[f"{name}_total"]:
+        return {
+            "total": 0,
+            "succeeded": 0,
+            "failed": 0,
+            "success_rate": None,
+            "p_50_duration_ms": None,
+            "p_95_duration_ms": None,
+        }
+    total = row[f"{name}_total"]
+
+    def ms(value: float | None) -> int | None:
+        return None if value is None else round(value)
+
+    return {
+        "total": total,
+        "succeeded": row[f"{name}_succeeded"],
+        "failed": row[f"{name}_failed"],
+        "success_rate": row[f"{name}_succeeded"] / total,
+        "p_50_duration_ms": ms(row[f"{name}_p50"]),
+        "p_95_duration_ms": ms(row[f"{name}_p95"]),
+    }
+
+
 @dataclass
 class Context:
     admin: Admin
@@ -39,6 +137,10 @@ class Context:
     commands: Commands
     clock: Clock
     attempts: AttemptsLoader = field(init=False)
+    failures: FailuresLoader = field(init=False)
+    stats: StatsLoader = field(init=False)
 
     def __post_init__(self) -> None:
         self.attempts = AttemptsLoader(self.pool)
+        self.failures = FailuresLoader(self.pool)
+        self.stats = StatsLoader(self.pool, self.clock)

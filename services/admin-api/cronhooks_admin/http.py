@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -101,5 +102,12 @@ def add_graphql_routes(
             )
         return web.json_response(result, status=200 if success or "data" in result else 400)
 
+    page = (Path(__file__).parent / "static" / "index.html").read_text()
+
+    async def web_page(_: web.Request) -> web.Response:
+        # The page itself is public; everything it shows comes from /graphql with the token.
+        return web.Response(text=page, content_type="text/html")
+
+    app.router.add_get("/", web_page)
     app.router.add_get("/graphql", explorer_page)
     app.router.add_post("/graphql", execute)

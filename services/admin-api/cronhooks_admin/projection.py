@@ -43,9 +43,10 @@ async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
             (id, stream_version, url, cron_schedule, timezone, instruction, has_secret,
              pass_api_key, timeout_seconds, max_depth, max_retries, enabled, description,
              read_patterns, write_patterns, concurrency_policy, catch_up_policy,
-             misfire_grace_seconds, next_run_at, created_at, created_by, updated_at)
+             misfire_grace_seconds, next_run_at, created_at, created_by, updated_at,
+             next_run_set_at)
         values ($1, $2, $3, $4, $5, $6, true, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                $17, $18, $19, $20, $19)
+                $17, $18, $19, $20, $19, $19)
         on conflict (id) do nothing
         """,
         event.data["webhook_id"],
@@ -83,8 +84,10 @@ async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
             max_retries = $10, enabled = $11, description = $12, read_patterns = $13,
             write_patterns = $14, concurrency_policy = $15, catch_up_policy = $16,
             misfire_grace_seconds = $17, updated_at = $18,
-            next_run_at = case when $19 then $20 else next_run_at end,
-            consecutive_failures = case when $21 then 0 else consecutive_failures end,
+            next_run_at = case when $19 and next_run_set_at <= $18 then $20 else next_run_at end,
+            next_run_set_at = case when $19 then greatest(next_run_set_at, $18)
+                                   else next_run_set_at end,
+            failures_reset_at = case when $21 then $18 else failures_reset_at end,
             disabled_reason = case when $21 then null else disabled_reason end
         where id = $1 and stream_version < $2
         """,
@@ -116,6 +119,7 @@ async def _webhook_deleted(conn: asyncpg.Connection, event: Event) -> None:
     await conn.execute(
         """
         update admin.webhooks set stream_version = $2, enabled = false, next_run_at = null,
+            next_run_set_at = greatest(next_run_set_at, $3),
             disabled_at = $3, disabled_by = $4, updated_at = $3
         where id = $1 and stream_version < $2
         """,
@@ -130,6 +134,7 @@ async def _webhook_disabled(conn: asyncpg.Connection, event: Event) -> None:
     await conn.execute(
         """
         update admin.webhooks set stream_version = $2, enabled = false, next_run_at = null,
+            next_run_set_at = greatest(next_run_set_at, $4),
             disabled_reason = $3, updated_at = $4
         where id = $1 and stream_version < $2
         """,
@@ -146,6 +151,19 @@ async def _webhook_secret_rotated(conn: asyncpg.Connection, event: Event) -> Non
         " where id = $1 and stream_version < $2",
         event.data["webhook_id"],
         event.version,
+        event.occurred_at,
+    )
+
+
+async def _next_run_from_scheduler(conn: asyncpg.Connection, event: Event) -> None:
+    """The scheduler says where the timer went; newer news wins, older is ignored."""
+    await conn.execute(
+        """
+        update admin.webhooks set next_run_at = $2, next_run_set_at = $3
+        where id = $1 and enabled and disabled_at is null and next_run_set_at <= $3
+        """,
+        event.data["webhook_id"],
+        _ts(event.data.get("next_run_at")),
         event.occurred_at,
     )
 
@@ -173,11 +191,7 @@ async def _delivery_requested(conn: asyncpg.Connection, event: Event) -> None:
         event.occurred_at,
     )
     if d["trigger"] == "schedule" and d["attempt"] == 1:
-        await conn.execute(
-            "update admin.webhooks set next_run_at = $2 where id = $1 and enabled",
-            d["webhook_id"],
-            _ts(d.get("next_run_at")),
-        )
+        await _next_run_from_scheduler(conn, event)
 
 
 async def _attempt_logged(conn: asyncpg.Connection, event: Event) -> None:
@@ -235,17 +249,18 @@ async def _delivery_finished(conn: asyncpg.Connection, event: Event) -> None:
         event.occurred_at if final else None,
     )
     if final:
+        # The latest finished delivery, by time then id, whatever order they arrive in.
         await conn.execute(
             """
             update admin.webhooks set
-                last_delivery_at = $2, last_delivery_status = $3,
-                consecutive_failures = case when $4 then 0 else consecutive_failures + 1 end
-            where id = $1
+                last_delivery_at = $2, last_delivery_status = $3, last_delivery_id = $4
+            where id = $1 and (last_delivery_at is null
+                               or (last_delivery_at, last_delivery_id) < ($2, $4))
             """,
             d["webhook_id"],
             event.occurred_at,
             d["status"],
-            event.type == EventType.DELIVERY_SUCCEEDED,
+            d["delivery_id"],
         )
 
 
@@ -278,11 +293,7 @@ async def _delivery_skipped(conn: asyncpg.Connection, event: Event) -> None:
         event.occurred_at,
     )
     if "next_run_at" in d:
-        await conn.execute(
-            "update admin.webhooks set next_run_at = $2 where id = $1 and enabled",
-            d["webhook_id"],
-            _ts(d["next_run_at"]),
-        )
+        await _next_run_from_scheduler(conn, event)
 
 
 async def _note_changed(conn: asyncpg.Connection, event: Event) -> None:

@@ -106,6 +106,14 @@ async def resolve_cron_webhook_next_runs(
     return schedule.upcoming(ctx.clock.now(), count)
 
 
+async def resolve_cron_webhook_consecutive_failures(webhook: dict[str, Any], info: Info) -> int:
+    return await info.context.failures.load(webhook["id"])
+
+
+async def resolve_cron_webhook_stats(webhook: dict[str, Any], info: Info) -> dict[str, Any]:
+    return await info.context.stats.load(webhook["id"])
+
+
 async def resolve_delivery_attempts(delivery: dict[str, Any], info: Info) -> list[dict[str, Any]]:
     ctx = info.context
     return await ctx.attempts.load(delivery["id"])

@@ -54,6 +54,8 @@ mutation.set_field("triggerCronWebhook", resolvers.trigger_cron_webhook)
 
 cron_webhook = ObjectType("CronWebhook")
 cron_webhook.set_field("nextRuns", resolvers.resolve_cron_webhook_next_runs)
+cron_webhook.set_field("consecutiveFailures", resolvers.resolve_cron_webhook_consecutive_failures)
+cron_webhook.set_field("stats", resolvers.resolve_cron_webhook_stats)
 
 cron_webhook_delivery = ObjectType("CronWebhookDelivery")
 cron_webhook_delivery.set_field("attempts", resolvers.resolve_delivery_attempts)

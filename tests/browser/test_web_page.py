@@ -1,0 +1,133 @@
+"""The admin web page in headless Chromium (Debian's chromium + chromium-driver): sign in
+with a token, create a webhook (and see a validation error beside its field), press
+Run now, see the delivery appear with its attempt. A screenshot goes to test-artifacts/."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.settings import Settings
+from tests.support.agent import Agent
+from tests.support.inprocess import admin_token, running
+from tests.support.processes import ARTIFACTS
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+def browser(profile: str) -> webdriver.Chrome:
+    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
+        "the browser test needs Debian's chromium and chromium-driver (.ci/run installs them)"
+    )
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1000",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def drive(base: str, token: str, agent_url: str, shot: Path) -> dict[str, str]:
+    profile = tempfile.mkdtemp(prefix="cronhooks-chromium-")
+    driver = browser(profile)
+    wait = WebDriverWait(driver, 20)
+    try:
+        driver.get(base + "/")
+        driver.find_element(By.ID, "token").send_keys(token)
+        driver.find_element(By.ID, "login").click()
+        wait.until(ec.visibility_of_element_located((By.ID, "new-webhook"))).click()
+        form = wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
+        form.find_element(By.NAME, "url").send_keys(agent_url)
+        form.find_element(By.NAME, "cronSchedule").send_keys("61 * * * *")
+        form.find_element(By.NAME, "instruction").send_keys("Write the daily digest")
+        driver.find_element(By.ID, "save").click()
+        error = wait.until(
+            ec.text_to_be_present_in_element(
+                (By.CSS_SELECTOR, '[data-error-for="cronSchedule"]'), "outside"
+            )
+        )
+        field_error = driver.find_element(By.CSS_SELECTOR, '[data-error-for="cronSchedule"]').text
+        cron = form.find_element(By.NAME, "cronSchedule")
+        cron.clear()
+        cron.send_keys("*/5 * * * *")
+        driver.find_element(By.ID, "save").click()
+        secret = wait.until(ec.visibility_of_element_located((By.ID, "new-secret"))).text
+        row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#webhooks tbody tr")))
+        row.find_element(By.CSS_SELECTOR, "button.run-now").click()
+        delivered = wait.until(
+            ec.presence_of_element_located(
+                (By.CSS_SELECTOR, '#deliveries tr.delivery[data-status="success"]')
+            )
+        )
+        delivered.click()  # show the attempt's request and response
+        request = wait.until(
+            ec.visibility_of_element_located(
+                (By.CSS_SELECTOR, "#deliveries tr.attempt-details pre")
+            )
+        ).text
+        driver.save_screenshot(str(shot))
+        return {
+            "field_error": field_error,
+            "secret": secret,
+            "request": request,
+            "row": delivered.text,
+            "error_seen": str(error),
+        }
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+async def test_sign_in_create_run_now_and_see_the_delivery(settings: Settings) -> None:
+    agent = await Agent().start()
+    try:
+        async with running(settings, ManualClock(datetime.now(UTC))) as r:
+            token = await admin_token(settings.database_url)
+            ARTIFACTS.mkdir(exist_ok=True)
+            shot = ARTIFACTS / "web-page.png"
+            seen = await asyncio.to_thread(drive, r.urls["admin-api"], token, agent.url, shot)
+        assert "61 is outside 0-59" in seen["field_error"]
+        assert seen["secret"].startswith("whsec_")
+        assert '"instruction":"Write the daily digest"' in seen["request"]
+        assert "success" in seen["row"]
+        assert len(agent.received) == 1
+        assert shot.stat().st_size > 10_000
+        print(f"\nscreenshot: {shot}")
+    finally:
+        await agent.stop()
+
+
+@pytest.mark.parametrize("path", ["/"])
+async def test_the_page_is_served_without_a_token(settings: Settings, path: str) -> None:
+    import aiohttp
+
+    async with (
+        running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)) as r,
+        aiohttp.ClientSession() as session,
+        session.get(r.urls["admin-api"] + path) as resp,
+    ):
+        assert resp.status == 200 and "text/html" in resp.headers["Content-Type"]
+        assert "<title>cronhooks</title>" in await resp.text()

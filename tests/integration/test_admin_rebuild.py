@@ -1,0 +1,195 @@
+"""Read models: rebuilt from the event store they equal the live ones; stats; secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+from aiohttp import web
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.settings import Settings
+from tests.support import rabbit
+from tests.support.agent import Agent, Received
+from tests.support.flows import create_webhook, finished, retry_due, trigger
+from tests.support.inprocess import Running, admin_token, eventually, running
+
+TABLES = {
+    "admin.webhooks": "id",
+    "admin.deliveries": "id",
+    "admin.delivery_attempts": "delivery_id, attempt",
+    "admin.notes": "path",
+}
+
+
+@pytest.fixture
+async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    agent = await Agent().start()
+    async with running(settings, clock) as r:
+        yield r, await admin_token(settings.database_url), clock, agent
+    await agent.stop()
+
+
+async def snapshot(dsn: str) -> dict[str, Any]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        out: dict[str, Any] = {
+            t: [dict(r) for r in await conn.fetch(f"select * from {t} order by {k}")]
+            for t, k in TABLES.items()
+        }
+        out["inbox"] = {r["event_id"] for r in await conn.fetch("select event_id from admin.inbox")}
+        return out
+    finally:
+        await conn.close()
+
+
+async def quiet(dsn: str, vhost: str) -> None:
+    """Wait until every event is published and the admin queue is drained."""
+
+    async def settled() -> bool:
+        conn = await asyncpg.connect(dsn)
+        try:
+            outbox = await conn.fetchval("select count(*) from eventstore.outbox")
+        finally:
+            await conn.close()
+        return outbox == 0 and await rabbit.queue_depth(vhost, "cronhooks.admin") == 0
+
+    await eventually(settled, timeout=30, interval=0.2)
+    await asyncio.sleep(1.0)
+
+
+async def test_rebuilt_read_models_equal_the_live_ones(
+    system, settings: Settings, vhost: str
+) -> None:  # type: ignore[no-untyped-def]
+    r, token, clock, agent = system
+    answers = iter([500, 200] + [200] * 50)
+
+    async def mixed(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=next(answers))
+
+    async def writer(request: web.Request, __: Received) -> web.StreamResponse:
+        body = await request.json()
+        return web.json_response(
+            {
+                "status": "ok",
+                "changes": [
+                    {"path": f"digests/{body['id']}.md", "content": "x", "expected_hash": ""}
+                ],
+            }
+        )
+
+    a, _ = await create_webhook(r, token, agent.url_for("mixed", mixed), maxRetries=1)
+    b, _ = await create_webhook(
+        r,
+        token,
+        agent.url_for("writer", writer),
+        writePatterns=["digests/*"],
+        cronSchedule="*/5 * * * *",
+    )
+    c, _ = await create_webhook(r, token, agent.url_for("gone", lambda *_: _gone()))
+    await r.graphql(
+        token,
+        """mutation($id: Int!) { updateCronWebhook(input: {id: $id, description: "renamed",
+        cronSchedule: "0 12 * * *", timezone: "Europe/Berlin"}) { cronWebhook { id } } }""",
+        {"id": a},
+    )
+    first = await trigger(r, token, a)
+    await eventually(lambda: retry_due(settings.database_url, first))
+    clock.advance(timedelta(seconds=10))
+    await finished(r, token, first)
+    for _ in range(3):
+        await finished(r, token, await trigger(r, token, b))
+    await finished(r, token, await trigger(r, token, c))  # 410: disables c
+    await r.graphql(token, f"mutation {{ deleteCronWebhook(id: {a}) {{ id }} }}")
+    await r.graphql(token, f"mutation {{ regenerateCronWebhookSecret(id: {b}) {{ secret }} }}")
+    await quiet(settings.database_url, vhost)
+
+    live = await snapshot(settings.database_url)
+    assert len(live["admin.webhooks"]) == 3 and len(live["admin.deliveries"]) == 5
+    assert len(live["admin.notes"]) == 3
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cronhooks_common.cli",
+        "projections",
+        "rebuild",
+        env={**os.environ, **settings.to_env()},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().startswith("replayed ")
+    rebuilt = await snapshot(settings.database_url)
+    for table in TABLES:
+        assert rebuilt[table] == live[table], table
+    assert rebuilt["inbox"] == live["inbox"]
+
+
+async def _gone() -> web.StreamResponse:
+    return web.Response(status=410)
+
+
+async def test_stats_and_consecutive_failures(system) -> None:  # type: ignore[no-untyped-def]
+    r, token, clock, agent = system
+    codes = iter([200, 500, 200, 500, 500])
+
+    async def scripted(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=next(codes))
+
+    hook, _ = await create_webhook(r, token, agent.url_for("s", scripted))
+    for _ in range(5):
+        await finished(r, token, await trigger(r, token, hook))
+    query = f"""{{ cronWebhook(id: {hook}) {{ consecutiveFailures lastDeliveryStatus
+        stats {{ last24h {{ total succeeded failed successRate p50DurationMs p95DurationMs }}
+                 last7d {{ total }} }} }} }}"""
+
+    async def settled() -> dict | None:  # type: ignore[type-arg]
+        _, body = await r.graphql(token, query)
+        hook_data = body["data"]["cronWebhook"]
+        return hook_data if hook_data["stats"]["last24h"]["total"] == 5 else None
+
+    data = await eventually(settled)
+    day = data["stats"]["last24h"]
+    assert (day["total"], day["succeeded"], day["failed"]) == (5, 2, 3)
+    assert day["successRate"] == pytest.approx(0.4)
+    assert day["p50DurationMs"] is not None and day["p95DurationMs"] >= day["p50DurationMs"]
+    assert data["stats"]["last7d"]["total"] == 5
+    assert data["consecutiveFailures"] == 2 and data["lastDeliveryStatus"] == "failed"
+    clock.advance(timedelta(days=2))  # outside the 24 h window, inside the 7 d one
+    _, body = await r.graphql(token, query)
+    assert body["data"]["cronWebhook"]["stats"]["last24h"]["total"] == 0
+    assert body["data"]["cronWebhook"]["stats"]["last24h"]["successRate"] is None
+    assert body["data"]["cronWebhook"]["stats"]["last7d"]["total"] == 5
+
+
+async def test_after_regeneration_only_the_new_secret_verifies(system) -> None:  # type: ignore[no-untyped-def]
+    r, token, _, agent = system
+    hook, old = await create_webhook(r, token, agent.url_for("v", lambda *_: _ok()))
+    _, body = await r.graphql(
+        token, f"mutation {{ regenerateCronWebhookSecret(id: {hook}) {{ secret }} }}"
+    )
+    new = body["data"]["regenerateCronWebhookSecret"]["secret"]
+    await finished(r, token, await trigger(r, token, hook))
+    [got] = agent.at("v")
+    Webhook(new).verify(got.raw, got.headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(old).verify(got.raw, got.headers)
+    # No answer ever shows a secret again.
+    _, body = await r.graphql(
+        token, f"{{ cronWebhook(id: {hook}) {{ hasSecret }} cronWebhooks {{ id }} }}"
+    )
+    assert body["data"]["cronWebhook"] == {"hasSecret": True}
+    assert new not in str(body) and old not in str(body)
+
+
+async def _ok() -> web.StreamResponse:
+    return web.Response(status=200)
