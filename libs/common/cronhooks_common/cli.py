@@ -31,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     projections = sub.add_parser("projections", help="admin read models")
     projections_sub = projections.add_subparsers(dest="projections_command", required=True)
     projections_sub.add_parser("rebuild", help="drop the admin read models and replay the events")
+    keys = sub.add_parser("keys", help="signing keys of the agent-cron fire JWTs")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    keys_sub.add_parser(
+        "rotate", help="retire the signing key (still published) and make a new one"
+    )
     up = sub.add_parser("up", help="migrate and run all services in one supervised tree")
     up.add_argument("--demo-agent", action="store_true", help="also run the demo agent")
     up.add_argument("--demo-agent-port", type=int, default=8090)
@@ -59,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args.service, settings)
     if args.command == "admin":
         return asyncio.run(_create_token(settings, args.name))
+    if args.command == "keys":
+        return asyncio.run(_rotate_keys(settings))
     if args.command == "projections":
         return asyncio.run(_rebuild(settings))
     if args.command == "up":
@@ -87,6 +94,22 @@ def _run(service: str, settings: Settings) -> int:
 
     module = importlib.import_module(SERVICES[service])
     asyncio.run(serve(service, settings, module.bootstrap))
+    return 0
+
+
+async def _rotate_keys(settings: Settings) -> int:
+    from datetime import UTC, datetime
+
+    from cronhooks_common import db
+    from cronhooks_common.crypto import SecretBox
+    from cronhooks_common.keys import rotate
+
+    conn = await db.connect(settings.database_url, name="keys")
+    try:
+        retired, new = await rotate(conn, SecretBox(settings.secret_key), now=datetime.now(UTC))
+    finally:
+        await conn.close()
+    print(f"retired key {retired or '(none)'}; signing now with {new}")
     return 0
 
 

@@ -35,7 +35,12 @@ class EventType(StrEnum):
     NOTE_CHANGED = "note.changed"
     TRIGGER_ARMED = "trigger.armed"
     TRIGGER_CANCELLED = "trigger.cancelled"
-    TRIGGER_FIRED = "trigger.fired"
+    TRIGGER_REQUESTED = "trigger.requested"  # due: the dispatcher calls the agent back
+    TRIGGER_ATTEMPT_FAILED = "trigger.attempt_failed"  # another attempt at `retry_at`
+    TRIGGER_FIRED = "trigger.fired"  # final, with `outcome`: delivered | failed
+    AGENT_CREATED = "agent.created"
+    AGENT_TOKEN_ROTATED = "agent.token_rotated"
+    AGENT_DELETED = "agent.deleted"
 
 
 def webhook_stream(webhook_id: int) -> str:
@@ -48,6 +53,15 @@ def delivery_stream(delivery_id: int) -> str:
 
 def note_stream(path: str) -> str:
     return f"note-{path}"
+
+
+def agent_stream(agent_id: int) -> str:
+    return f"agent-{agent_id}"
+
+
+def job_stream(agent_id: int, job_id: str) -> str:
+    """Arm/cancel history of one agent job; each fire has a stream of its own."""
+    return f"job-{agent_id}-{job_id}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,8 @@ events of other services (deliveries and their outcomes) with projection.py.
 from __future__ import annotations
 
 from cronhooks_admin import projection
+from cronhooks_admin.agent_api import add_agent_routes
+from cronhooks_admin.agents import Agents
 from cronhooks_admin.commands import INBOX, Commands
 from cronhooks_admin.http import add_graphql_routes
 from cronhooks_admin.schema import build_schema
@@ -25,13 +27,20 @@ class AdminApi:
             default_timezone=runtime.settings.timezone,
             allow_private=runtime.settings.allow_private_targets,
         )
+        self.agents = Agents(
+            pool=runtime.pool,
+            clock=runtime.clock,
+            allow_private=runtime.settings.allow_private_targets,
+        )
         add_graphql_routes(
             runtime.http,
             schema=build_schema(),
             pool=runtime.pool,
             commands=self.commands,
+            agents=self.agents,
             clock=runtime.clock,
         )
+        add_agent_routes(runtime.http, pool=runtime.pool, agents=self.agents, clock=runtime.clock)
         self.consumer = Consumer(
             name="admin",
             amqp=runtime.amqp,

@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 from aiodataloader import DataLoader
 
+from cronhooks_admin.agents import Agents
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.commands import Commands
 from cronhooks_common.clock import Clock
@@ -136,6 +137,7 @@ class Context:
     pool: asyncpg.Pool
     commands: Commands
     clock: Clock
+    agents: Agents
     attempts: AttemptsLoader = field(init=False)
     failures: FailuresLoader = field(init=False)
     stats: StatsLoader = field(init=False)

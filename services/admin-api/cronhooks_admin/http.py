@@ -16,6 +16,7 @@ from ariadne.explorer import ExplorerGraphiQL
 from graphql import DocumentNode, GraphQLError, GraphQLSchema, parse, validate
 from graphql.validation import ASTValidationRule
 
+from cronhooks_admin.agents import Agents
 from cronhooks_admin.auth import Authenticator
 from cronhooks_admin.commands import Commands
 from cronhooks_admin.context import Context
@@ -72,6 +73,7 @@ def add_graphql_routes(
     schema: GraphQLSchema,
     pool: asyncpg.Pool,
     commands: Commands,
+    agents: Agents,
     clock: Clock,
 ) -> None:
     explorer = ExplorerGraphiQL(title="cronhooks admin GraphQL").html(None)
@@ -90,7 +92,7 @@ def add_graphql_routes(
             return _error(400, "BAD_REQUEST", "request body must be JSON")
         if not isinstance(data, dict):
             return _error(400, "BAD_REQUEST", "request body must be a JSON object")
-        context = Context(admin=admin, pool=pool, commands=commands, clock=clock)
+        context = Context(admin=admin, pool=pool, commands=commands, clock=clock, agents=agents)
         with structlog.contextvars.bound_contextvars(actor=admin.actor):
             success, result = await graphql(
                 schema,

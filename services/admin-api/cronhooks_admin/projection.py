@@ -317,6 +317,26 @@ async def _note_changed(conn: asyncpg.Connection, event: Event) -> None:
     )
 
 
+async def _trigger_fired(conn: asyncpg.Connection, event: Event) -> None:
+    """The outcome of a one-shot: the job stays listed only while it is armed (a newer
+    arming, with a later generation, is left alone)."""
+    d = event.data
+    await conn.execute(
+        """
+        update admin.agent_jobs set
+            state = case when $4 = 'delivered' then 'fired' else 'failed' end,
+            last_fired_at = $5, last_outcome = $4, last_error = $6, updated_at = $5
+        where agent_id = $1 and job_id = $2 and generation = $3 and state = 'armed'
+        """,
+        d["agent_id"],
+        d["job_id"],
+        d["generation"],
+        d["outcome"],
+        event.occurred_at,
+        d.get("error"),
+    )
+
+
 HANDLERS: dict[str, Apply] = {
     EventType.WEBHOOK_CREATED: _webhook_created,
     EventType.WEBHOOK_UPDATED: _webhook_updated,
@@ -329,6 +349,7 @@ HANDLERS: dict[str, Apply] = {
     EventType.DELIVERY_ATTEMPT_FAILED: _delivery_finished,
     EventType.DELIVERY_SKIPPED: _delivery_skipped,
     EventType.NOTE_CHANGED: _note_changed,
+    EventType.TRIGGER_FIRED: _trigger_fired,
 }
 
 

@@ -133,6 +133,44 @@ async def notes(_: Any, info: Info, pattern: str = "*", limit: int = 100) -> lis
     return [dict(r) for r in rows if fnmatchcase(r["path"], pattern)][:limit]
 
 
+async def agents(_: Any, info: Info) -> list[dict[str, Any]]:
+    rows = await info.context.pool.fetch(
+        "select * from admin.agents where deleted_at is null order by id"
+    )
+    return [dict(r) for r in rows]
+
+
+async def agent_triggers(_: Any, info: Info, agent_id: int) -> list[dict[str, Any]]:
+    rows = await info.context.pool.fetch(
+        "select * from admin.agent_jobs where agent_id = $1 order by fire_at, job_id", agent_id
+    )
+    return [{**dict(r), "schedule_id": str(r["schedule_id"])} for r in rows]
+
+
+async def _agent_row(info: Info, agent_id: int) -> dict[str, Any]:
+    row = await info.context.pool.fetchrow("select * from admin.agents where id = $1", agent_id)
+    if row is None:
+        raise not_found(f"agent {agent_id} not found")
+    return dict(row)
+
+
+async def create_agent(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+    ctx = info.context
+    agent_id, token = await _command(lambda: ctx.agents.create(input, ctx.admin))
+    return {"agent": await _agent_row(info, agent_id), "access_token": token}
+
+
+async def rotate_agent_token(_: Any, info: Info, id: int) -> dict[str, Any]:
+    ctx = info.context
+    token = await _command(lambda: ctx.agents.rotate_token(id, ctx.admin))
+    return {"agent": await _agent_row(info, id), "access_token": token}
+
+
+async def delete_agent(_: Any, info: Info, id: int) -> dict[str, Any]:
+    ctx = info.context
+    return {"id": await _command(lambda: ctx.agents.delete(id, ctx.admin))}
+
+
 # --- mutations -----------------------------------------------------------------------
 
 

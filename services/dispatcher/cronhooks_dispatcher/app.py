@@ -15,11 +15,12 @@ import aiohttp
 from cronhooks_common.batching import GroupCommitter
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.events import EventType
+from cronhooks_common.events import Event, EventType
 from cronhooks_common.service import Runtime
 from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher.delivery import INBOX, Dispatcher
+from cronhooks_dispatcher.fire import FireCaller
 
 ROUTING_KEYS = (
     EventType.DELIVERY_REQUESTED,
@@ -27,6 +28,7 @@ ROUTING_KEYS = (
     EventType.NOTES_REJECTED,
     EventType.WEBHOOK_UPDATED,
     EventType.DELIVERY_FAILED,  # also final when the scheduler cancels a retry
+    EventType.TRIGGER_REQUESTED,
 )
 
 
@@ -65,13 +67,29 @@ class DispatcherService:
             allow_private=rt.settings.allow_private_targets,
             auto_disable_after=rt.settings.auto_disable_after,
         )
+        fires = FireCaller(
+            pool=rt.pool,
+            http=self._http,
+            box=SecretBox(rt.settings.secret_key),
+            clock=rt.clock,
+            committer=self._committer,
+            issuer=rt.settings.public_url,
+            allow_private=rt.settings.allow_private_targets,
+        )
+
+        async def handle(event: Event) -> None:
+            if event.type == EventType.TRIGGER_REQUESTED:
+                await fires.handle(event)
+            else:
+                await dispatcher.handle(event)
+
         self._consumer = Consumer(
             name="dispatcher",
             amqp=rt.amqp,
             pool=rt.pool,
             inbox=INBOX,
             routing_keys=ROUTING_KEYS,
-            free=dispatcher.handle,
+            free=handle,
             prefetch=concurrency,
             workers=concurrency,
         )

@@ -19,11 +19,15 @@ from cronhooks_common.service import Runtime
 from cronhooks_scheduler.loop import SchedulerLoop
 from cronhooks_scheduler.retries import on_attempt_failed
 from cronhooks_scheduler.timers import HANDLED, on_webhook_event
+from cronhooks_scheduler.triggers import HANDLED as TRIGGER_EVENTS
+from cronhooks_scheduler.triggers import on_trigger_event
 
 
 async def handle(conn: asyncpg.Connection, event: Event) -> None:
     if event.type == EventType.DELIVERY_ATTEMPT_FAILED:
         await on_attempt_failed(conn, event)
+    elif event.type in TRIGGER_EVENTS:
+        await on_trigger_event(conn, event)
     else:
         await on_webhook_event(conn, event)
 
@@ -38,7 +42,7 @@ class Scheduler:
             amqp=runtime.amqp,
             pool=runtime.pool,
             inbox="scheduler.inbox",
-            routing_keys=(*HANDLED, EventType.DELIVERY_ATTEMPT_FAILED),
+            routing_keys=(*HANDLED, EventType.DELIVERY_ATTEMPT_FAILED, *TRIGGER_EVENTS),
             transactional=handle,
         )
         self._task: asyncio.Task[None] | None = None

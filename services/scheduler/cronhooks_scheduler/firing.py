@@ -31,6 +31,7 @@ from cronhooks_common.cron import CronError, cached_schedule
 from cronhooks_common.events import Causation, EventType, NewEvent, delivery_stream
 from cronhooks_common.webhooks import target_of
 from cronhooks_scheduler.slots import SlotPlan, plan_slots
+from cronhooks_scheduler.triggers import first_fire, retry_fire
 
 log = structlog.get_logger(__name__)
 
@@ -41,7 +42,7 @@ RETRIES = Counter("cronhooks_scheduler_retries_total", "Retry timers fired", ["o
 _CLAIM = """
 select t.timer_key, t.kind, t.subject, t.due_at, t.payload, w.config, w.deleted, w.gone
 from scheduler.timers t
-left join scheduler.webhooks w on w.webhook_id = t.subject
+left join scheduler.webhooks w on w.webhook_id = t.subject and t.kind in ('cron', 'retry')
 where t.due_at <= $1
 order by t.due_at
 limit $2
@@ -174,10 +175,21 @@ async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000)
             return 0
         slots: list[_SlotRecord] = []
         retries: list[Append] = []
+        fires: list[Append] = []
         moves: list[tuple[str, datetime | None]] = []
         for row in rows:
             if row["kind"] == "retry":
                 retries.append(_retry_append(row))
+                moves.append((row["timer_key"], None))
+                continue
+            if row["kind"] == "trigger":
+                stream, event = first_fire(row["payload"], now)
+                fires.append((stream, 0, event, Causation.new("scheduler")))
+                moves.append((row["timer_key"], None))
+                continue
+            if row["kind"] == "fire_retry":
+                stream, version, event = retry_fire(row["payload"])
+                retries.append((stream, version, event, Causation.new("scheduler")))
                 moves.append((row["timer_key"], None))
                 continue
             plan = _plan(row, now) if row["kind"] == "cron" else None
@@ -186,11 +198,24 @@ async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000)
                 continue
             slots.extend(_slot_records(row["subject"], row["config"], plan))
             moves.append((row["timer_key"], plan.next_due))
-        appends = await _record_slots(conn, slots) + await _current(conn, retries)
-        await eventstore.append_many(conn, appends, occurred_at=now)
+        appends = await _record_slots(conn, slots) + await _current(conn, retries) + fires
+        await _append_all(conn, appends, now)
         REQUESTED.inc(sum(1 for _, _, e, _ in appends if e.type == EventType.DELIVERY_REQUESTED))
         await _move_timers(conn, moves)
         return len(rows)
+
+
+async def _append_all(conn: asyncpg.Connection, appends: list[Append], now: datetime) -> None:
+    """Append everything; a stream that moved meanwhile is dropped (logged), not retried
+    forever, so one odd timer can never block the batch it is in."""
+    while appends:
+        try:
+            async with conn.transaction():  # savepoint: a failed try leaves nothing behind
+                await eventstore.append_many(conn, appends, occurred_at=now)
+            return
+        except eventstore.ConcurrencyError as exc:
+            log.error("timer_append_conflict", stream=exc.stream)
+            appends = [a for a in appends if a[0] != exc.stream]
 
 
 async def _record_slots(conn: asyncpg.Connection, records: list[_SlotRecord]) -> list[Append]:

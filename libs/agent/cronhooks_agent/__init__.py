@@ -1,0 +1,35 @@
+"""cronhooks agent SDK: everything an agent needs to be called by cronhooks.
+
+* `verify_webhook` — check a cron-webhook delivery's signature (either header scheme);
+* `SyncAnswer` — build the synchronous answer with note changes;
+* `FireVerifier`, `fire_handler` — receive managed one-shot fires (`POST /api/cron/fire`),
+  with `SqliteClaimStore` / `PostgresClaimStore` so that a fire runs at most once;
+* `CronClient`, `AgentScheduler` — arm, cancel, list and reconcile one-shot triggers, with
+  recurring jobs and an in-process fallback ticker.
+"""
+
+from cronhooks_agent.answers import Change, SyncAnswer
+from cronhooks_agent.claims import ClaimStore, PostgresClaimStore, SqliteClaimStore
+from cronhooks_agent.client import AuthRejected, CronClient, Diff, PlatformUnavailable
+from cronhooks_agent.fire import FireAuthError, FireVerifier, fire_handler
+from cronhooks_agent.scheduler import AgentScheduler, Job
+from cronhooks_agent.webhooks import SignatureError, verify_webhook
+
+__all__ = [
+    "AgentScheduler",
+    "AuthRejected",
+    "Change",
+    "ClaimStore",
+    "CronClient",
+    "Diff",
+    "FireAuthError",
+    "FireVerifier",
+    "Job",
+    "PlatformUnavailable",
+    "PostgresClaimStore",
+    "SignatureError",
+    "SqliteClaimStore",
+    "SyncAnswer",
+    "fire_handler",
+    "verify_webhook",
+]

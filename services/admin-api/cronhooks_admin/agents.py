@@ -1,0 +1,343 @@
+"""Agents and their one-shot triggers (CONTRACT §9): the command side.
+
+Agents are registered by admins (token shown once, stored hashed). With its token an agent
+arms, re-arms and cancels one-shot triggers per `job_id`. Each change appends to the job's
+stream (`trigger.armed` / `trigger.cancelled`) in the transaction that updates
+`admin.agent_jobs`; the scheduler turns those events into a timer whose key is the job, so
+a new `fire_at` replaces the old one in place: never zero timers, never two.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from cronhooks_admin.auth import Admin, hash_token
+from cronhooks_admin.commands import NotFound
+from cronhooks_admin.validation import InputError, check_url
+from cronhooks_common import eventstore
+from cronhooks_common.clock import Clock, iso
+from cronhooks_common.events import Causation, EventType, NewEvent, agent_stream, job_stream
+
+AGENT_TOKEN_PREFIX = "chg_"
+MAX_JOB_ID = 200
+MAX_DEDUP_KEY = 500
+
+
+def new_agent_token() -> str:
+    return AGENT_TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentIdentity:
+    id: int
+    instance_id: str
+    callback_url: str
+
+    @property
+    def actor(self) -> str:
+        return f"agent:{self.instance_id}"
+
+
+class InvalidClient(Exception):
+    """A token that belonged to an agent that has since been deleted."""
+
+
+async def agent_for_token(pool: asyncpg.Pool, authorization: str | None) -> AgentIdentity | None:
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    row = await pool.fetchrow(
+        "select id, instance_id, callback_url, deleted_at from admin.agents where token_hash = $1",
+        hash_token(token.strip()),
+    )
+    if row is None:
+        return None
+    if row["deleted_at"] is not None:
+        raise InvalidClient
+    return AgentIdentity(row["id"], row["instance_id"], row["callback_url"])
+
+
+def check_job_id(value: Any) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_JOB_ID:
+        raise InputError("job_id", f"must be a string of 1 to {MAX_JOB_ID} characters")
+    if not value.isprintable():
+        raise InputError("job_id", "must contain printable characters only")
+    return value
+
+
+def check_fire_at(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise InputError("fire_at", "must be an ISO 8601 date-time string with an offset")
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError("fire_at", f"not an ISO 8601 date-time: {value!r}") from None
+    if moment.tzinfo is None:
+        raise InputError("fire_at", "needs a UTC offset (e.g. +00:00 or Z)")
+    return moment
+
+
+@dataclass(frozen=True, slots=True)
+class Agents:
+    pool: asyncpg.Pool
+    clock: Clock
+    allow_private: bool
+
+    # --- admin commands ------------------------------------------------------------------
+
+    async def create(self, fields: dict[str, Any], admin: Admin) -> tuple[int, str]:
+        instance_id = fields.get("instance_id") or ""
+        if not isinstance(instance_id, str) or not 1 <= len(instance_id) <= 200:
+            raise InputError("instanceId", "must be 1 to 200 characters")
+        if not instance_id.isprintable() or " " in instance_id:
+            raise InputError("instanceId", "must be printable, without spaces")
+        callback_url = check_url(fields.get("callback_url") or "", allow_private=self.allow_private)
+        description = fields.get("description") or ""
+        if len(description) > 4096:
+            raise InputError("description", "must be at most 4096 characters")
+        token = new_agent_token()
+        now = self.clock.now()
+        async with self.pool.acquire() as conn, conn.transaction():
+            taken = await conn.fetchval(
+                "select 1 from admin.agents where instance_id = $1 and deleted_at is null",
+                instance_id,
+            )
+            if taken:
+                raise InputError("instanceId", f"an agent with instance {instance_id!r} exists")
+            agent_id: int = await conn.fetchval("select nextval('admin.agent_ids')")
+            await conn.execute(
+                """
+                insert into admin.agents
+                    (id, instance_id, callback_url, description, token_hash, created_at,
+                     created_by)
+                values ($1, $2, $3, $4, $5, $6, $7)
+                """,
+                agent_id,
+                instance_id,
+                callback_url,
+                description,
+                hash_token(token),
+                now,
+                admin.actor,
+            )
+            await self._append(
+                conn,
+                agent_stream(agent_id),
+                0,
+                EventType.AGENT_CREATED,
+                {
+                    "agent_id": agent_id,
+                    "instance_id": instance_id,
+                    "callback_url": callback_url,
+                    "description": description,
+                },
+                admin.actor,
+            )
+        return agent_id, token
+
+    async def rotate_token(self, agent_id: int, admin: Admin) -> str:
+        token = new_agent_token()
+        async with self.pool.acquire() as conn, conn.transaction():
+            updated = await conn.fetchval(
+                "update admin.agents set token_hash = $2 where id = $1 and deleted_at is null"
+                " returning id",
+                agent_id,
+                hash_token(token),
+            )
+            if updated is None:
+                raise NotFound("agent", agent_id)
+            version = await eventstore.stream_version(conn, agent_stream(agent_id))
+            await self._append(
+                conn,
+                agent_stream(agent_id),
+                version,
+                EventType.AGENT_TOKEN_ROTATED,
+                {"agent_id": agent_id},
+                admin.actor,
+            )
+        return token
+
+    async def delete(self, agent_id: int, admin: Admin) -> int:
+        """Soft delete; its armed triggers are cancelled."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            updated = await conn.fetchval(
+                "update admin.agents set deleted_at = $2 where id = $1 and deleted_at is null"
+                " returning id",
+                agent_id,
+                self.clock.now(),
+            )
+            if updated is None:
+                raise NotFound("agent", agent_id)
+            version = await eventstore.stream_version(conn, agent_stream(agent_id))
+            await self._append(
+                conn,
+                agent_stream(agent_id),
+                version,
+                EventType.AGENT_DELETED,
+                {"agent_id": agent_id},
+                admin.actor,
+            )
+            jobs = await conn.fetch(
+                "select job_id from admin.agent_jobs where agent_id = $1 and state = 'armed'",
+                agent_id,
+            )
+            for job in jobs:
+                await self._cancel_locked(conn, agent_id, job["job_id"], admin.actor)
+        return agent_id
+
+    # --- agent commands ------------------------------------------------------------------
+
+    async def provision(self, agent: AgentIdentity, body: dict[str, Any]) -> str:
+        job_id = check_job_id(body.get("job_id"))
+        fire_at = check_fire_at(body.get("fire_at"))
+        callback = body.get("agent_callback_url") or agent.callback_url
+        if not isinstance(callback, str):
+            raise InputError("agent_callback_url", "must be a string")
+        try:
+            callback = check_url(callback, allow_private=self.allow_private)
+        except InputError as exc:
+            raise InputError("agent_callback_url", exc.reason) from None
+        dedup_key = body.get("dedup_key")
+        if dedup_key is not None and (
+            not isinstance(dedup_key, str) or len(dedup_key) > MAX_DEDUP_KEY
+        ):
+            raise InputError("dedup_key", f"must be a string of at most {MAX_DEDUP_KEY} characters")
+        stream = job_stream(agent.id, job_id)
+        async with self.pool.acquire() as conn, conn.transaction():
+            # Serialises provisions of one job: the row, or the advisory lock of a new one.
+            await conn.execute("select pg_advisory_xact_lock(hashtext($1))", stream)
+            row = await conn.fetchrow(
+                "select * from admin.agent_jobs where agent_id = $1 and job_id = $2",
+                agent.id,
+                job_id,
+            )
+            if (
+                row is not None
+                and row["state"] == "armed"
+                and row["fire_at"] == fire_at
+                and row["callback_url"] == callback
+                and row["dedup_key"] == dedup_key
+            ):
+                return str(row["schedule_id"])  # the same call again: already armed
+            schedule_id = row["schedule_id"] if row is not None else uuid.uuid4()
+            version = await eventstore.stream_version(conn, stream)
+            await self._append(
+                conn,
+                stream,
+                version,
+                EventType.TRIGGER_ARMED,
+                {
+                    "agent_id": agent.id,
+                    "instance_id": agent.instance_id,
+                    "job_id": job_id,
+                    "schedule_id": str(schedule_id),
+                    "fire_at": iso(fire_at),
+                    "callback_url": callback,
+                    "dedup_key": dedup_key,
+                    "generation": version + 1,
+                },
+                agent.actor,
+            )
+            await conn.execute(
+                """
+                insert into admin.agent_jobs
+                    (agent_id, job_id, schedule_id, fire_at, callback_url, dedup_key,
+                     generation, state, updated_at)
+                values ($1, $2, $3, $4, $5, $6, $7, 'armed', $8)
+                on conflict (agent_id, job_id) do update set
+                    fire_at = excluded.fire_at, callback_url = excluded.callback_url,
+                    dedup_key = excluded.dedup_key, generation = excluded.generation,
+                    state = 'armed', updated_at = excluded.updated_at
+                """,
+                agent.id,
+                job_id,
+                schedule_id,
+                fire_at,
+                callback,
+                dedup_key,
+                version + 1,
+                self.clock.now(),
+            )
+        return str(schedule_id)
+
+    async def cancel(self, agent: AgentIdentity, body: dict[str, Any]) -> None:
+        job_id = check_job_id(body.get("job_id"))
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "select pg_advisory_xact_lock(hashtext($1))", job_stream(agent.id, job_id)
+            )
+            await self._cancel_locked(conn, agent.id, job_id, agent.actor)
+
+    async def jobs(self, agent: AgentIdentity) -> list[dict[str, Any]]:
+        rows = await self.pool.fetch(
+            "select job_id, fire_at, schedule_id, callback_url from admin.agent_jobs"
+            " where agent_id = $1 and state = 'armed' order by fire_at, job_id",
+            agent.id,
+        )
+        return [
+            {
+                "job_id": r["job_id"],
+                "fire_at": iso(r["fire_at"]),
+                "schedule_id": str(r["schedule_id"]),
+                "agent_callback_url": r["callback_url"],
+            }
+            for r in rows
+        ]
+
+    async def _cancel_locked(
+        self, conn: asyncpg.Connection, agent_id: int, job_id: str, actor: str
+    ) -> None:
+        row = await conn.fetchrow(
+            "select schedule_id, generation from admin.agent_jobs"
+            " where agent_id = $1 and job_id = $2 and state = 'armed'",
+            agent_id,
+            job_id,
+        )
+        if row is None:
+            return  # unknown or no longer armed: cancelling is idempotent
+        stream = job_stream(agent_id, job_id)
+        version = await eventstore.stream_version(conn, stream)
+        await self._append(
+            conn,
+            stream,
+            version,
+            EventType.TRIGGER_CANCELLED,
+            {
+                "agent_id": agent_id,
+                "job_id": job_id,
+                "schedule_id": str(row["schedule_id"]),
+                "generation": row["generation"],
+            },
+            actor,
+        )
+        await conn.execute(
+            "update admin.agent_jobs set state = 'cancelled', updated_at = $3"
+            " where agent_id = $1 and job_id = $2",
+            agent_id,
+            job_id,
+            self.clock.now(),
+        )
+
+    async def _append(
+        self,
+        conn: asyncpg.Connection,
+        stream: str,
+        version: int,
+        kind: str,
+        data: dict[str, Any],
+        actor: str,
+    ) -> None:
+        await eventstore.append(
+            conn,
+            stream,
+            [NewEvent(kind, data)],
+            expected_version=version,
+            causation=Causation.new(actor=actor),
+            occurred_at=self.clock.now(),
+        )

@@ -1,0 +1,148 @@
+"""Call an agent back for a due one-shot trigger (CONTRACT §9).
+
+For each `trigger.requested` attempt: a fresh EdDSA JWT (`kid` in the header; `iss`
+CRONHOOKS_PUBLIC_URL, `aud` agent:{instanceId}, `purpose` cron_fire, `job_id`, `iat`,
+`nbf`, `exp` 60 s later, `jti`), POST `{callback}/api/cron/fire` with
+`{"job_id", "fire_at"}`. A 2xx ends the trigger (`trigger.fired`, outcome delivered).
+Anything else is tried again with backoff (2 s, 4 s, … capped at 60 s; the agent's
+`Retry-After` wins) until 15 minutes after the first attempt, then `trigger.fired` with
+outcome failed. Retries are scheduler timers, like delivery retries.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import aiohttp
+import asyncpg
+import structlog
+from prometheus_client import Counter
+
+from cronhooks_common import eventstore
+from cronhooks_common.batching import GroupCommitter
+from cronhooks_common.clock import Clock, iso
+from cronhooks_common.consumer import claim_event
+from cronhooks_common.crypto import SecretBox
+from cronhooks_common.events import Causation, Event, EventType, NewEvent
+from cronhooks_common.keys import SigningKey, active_key
+from cronhooks_common.signing import USER_AGENT
+from cronhooks_dispatcher import sender
+from cronhooks_dispatcher.retry import retry_after
+
+log = structlog.get_logger(__name__)
+
+INBOX = "dispatcher.inbox"
+TOKEN_LIFETIME = timedelta(seconds=60)
+FIRE_WINDOW = timedelta(minutes=15)
+ATTEMPT_TIMEOUT = 30.0
+KEY_REFRESH_SECONDS = 30.0
+
+FIRES = Counter("cronhooks_dispatcher_fire_attempts_total", "Trigger callbacks", ["outcome"])
+
+
+def fire_backoff(attempt: int) -> timedelta:
+    return timedelta(seconds=min(2**attempt, 60))
+
+
+@dataclass
+class FireCaller:
+    pool: asyncpg.Pool
+    http: aiohttp.ClientSession
+    box: SecretBox
+    clock: Clock
+    committer: GroupCommitter
+    issuer: str
+    allow_private: bool
+    _key: SigningKey | None = field(default=None, init=False)
+    _key_loaded: float = field(default=0.0, init=False)
+
+    async def signing_key(self) -> SigningKey:
+        # Re-read now and then, so that `cronhooks keys rotate` takes effect everywhere.
+        if self._key is None or time.monotonic() - self._key_loaded > KEY_REFRESH_SECONDS:
+            async with self.pool.acquire() as conn:
+                self._key = await active_key(conn, self.box)
+            self._key_loaded = time.monotonic()
+        return self._key
+
+    def token(self, key: SigningKey, d: dict[str, Any], now: datetime) -> str:
+        issued = int(now.timestamp())
+        return key.sign(
+            {
+                "iss": self.issuer,
+                "aud": f"agent:{d['instance_id']}",
+                "purpose": "cron_fire",
+                "job_id": d["job_id"],
+                "iat": issued,
+                "nbf": issued,
+                "exp": issued + int(TOKEN_LIFETIME.total_seconds()),
+                "jti": uuid.uuid4().hex,
+            }
+        )
+
+    async def handle(self, event: Event) -> None:
+        d = event.data
+        with structlog.contextvars.bound_contextvars(job_id=d["job_id"], fire_id=d["fire_id"]):
+            if await self.pool.fetchval(
+                "select exists (select 1 from dispatcher.inbox where event_id = $1)",
+                event.event_id,
+            ):
+                return
+            now = self.clock.now()
+            body = json.dumps({"job_id": d["job_id"], "fire_at": d["fire_at"]}).encode()
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": USER_AGENT,
+                "Authorization": f"Bearer {self.token(await self.signing_key(), d, now)}",
+            }
+            result = await sender.post(
+                self.http,
+                d["callback_url"].rstrip("/") + "/api/cron/fire",
+                body=body,
+                headers=headers,
+                timeout_seconds=ATTEMPT_TIMEOUT,
+                allow_private=self.allow_private,
+            )
+            await self.committer.run(lambda conn: self._record(conn, event, result))
+
+    async def _record(
+        self, conn: asyncpg.Connection, event: Event, result: sender.HttpResult
+    ) -> None:
+        if not await claim_event(conn, INBOX, event.event_id):
+            return
+        d = event.data
+        now = self.clock.now()
+        delivered = result.error is None and 200 <= (result.status or 0) < 300
+        error = result.error or (None if delivered else f"HTTP {result.status}")
+        base = {**d, "status": result.status, "error": error, "duration_ms": result.duration_ms}
+        if delivered:
+            kind, data = EventType.TRIGGER_FIRED, {**base, "outcome": "delivered"}
+        else:
+            wait = retry_after(result.retry_after, now) or fire_backoff(d["attempt"])
+            retry_at = now + wait
+            deadline = datetime.fromisoformat(d["first_attempt_at"]) + FIRE_WINDOW
+            if retry_at <= deadline:
+                kind = EventType.TRIGGER_ATTEMPT_FAILED
+                data = {**base, "retry_at": iso(retry_at), "next_attempt": d["attempt"] + 1}
+            else:
+                kind, data = EventType.TRIGGER_FIRED, {**base, "outcome": "failed"}
+        await eventstore.append(
+            conn,
+            event.stream,
+            [NewEvent(kind, data)],
+            expected_version=event.version,
+            causation=Causation.following(event, actor="dispatcher"),
+            occurred_at=now,
+        )
+        FIRES.labels("delivered" if delivered else "failed").inc()
+        log.info(
+            "trigger_attempted",
+            attempt=d["attempt"],
+            status=result.status,
+            error=error,
+            final=kind == EventType.TRIGGER_FIRED,
+        )
