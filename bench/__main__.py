@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import logging
 
-from bench import admin_reads, dispatch, notes, scheduler
+from bench import admin_reads, dispatch, notes, scheduler, triggers
 from bench.common import write_report
 from cronhooks_common.logs import configure_logging
 
@@ -15,6 +15,7 @@ SUITES = {
     "dispatch": dispatch.trigger_burst,
     "notes": notes.apply_rate,
     "admin": admin_reads.admin_reads,
+    "triggers": triggers.fire_lateness,
 }
 
 

@@ -71,7 +71,7 @@ async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bo
     ]
     demo = None
     if demo_agent_port is not None:
-        from cronhooks_common import demo_agent
+        from cronhooks_agent import demo as demo_agent
 
         demo = await demo_agent.serve(settings.bind, demo_agent_port)
     host = f"http://{settings.bind}"

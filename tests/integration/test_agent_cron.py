@@ -1,0 +1,449 @@
+"""Managed one-shot triggers end to end (CONTRACT §9): agents provision over HTTP, the
+platform calls them back with a JWT that the SDK verifies with PyJWKClient against the
+JWKS — on the running services with a controlled clock and SDK agents on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import jwt
+import pytest
+
+from cronhooks_agent import CronClient, FireVerifier, SqliteClaimStore
+from cronhooks_common import db
+from cronhooks_common.clock import ManualClock, iso
+from cronhooks_common.crypto import SecretBox
+from cronhooks_common.keys import active_key
+from cronhooks_common.settings import Settings
+from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.sdk_agent import SdkAgent
+
+CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
+  accessToken agent { id instanceId callbackUrl } } }"""
+
+
+@pytest.fixture
+async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock]]:
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    async with running(settings, clock) as r:
+        yield r, await admin_token(settings.database_url), clock
+
+
+async def make_agent(
+    r: Running, admin: str, settings: Settings, tmp: Path, instance: str, **kw: Any
+) -> tuple[SdkAgent, str, int]:
+    verifier = FireVerifier(
+        jwks_url=f"{r.urls['admin-api']}/.well-known/jwks.json",
+        audience=f"agent:{instance}",
+        issuer=settings.public_url,
+    )
+    agent = await SdkAgent(
+        verifier=verifier, store=SqliteClaimStore(tmp / f"{instance}.db"), **kw
+    ).start()
+    _, body = await r.graphql(
+        admin, CREATE_AGENT, {"i": {"instanceId": instance, "callbackUrl": agent.url}}
+    )
+    created = body["data"]["createAgent"]
+    return agent, created["accessToken"], created["agent"]["id"]
+
+
+async def api(r: Running, token: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(
+            method,
+            f"{r.urls['admin-api']}/api/agent-cron/{path}",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+        ) as resp,
+    ):
+        return resp.status, await resp.json(content_type=None)
+
+
+async def timer_due(dsn: str, agent_id: int, job_id: str) -> datetime | None:
+    conn = await db.connect(dsn, name="t")
+    try:
+        return await conn.fetchval(
+            "select due_at from scheduler.timers where timer_key = $1",
+            f"trigger:{agent_id}:{job_id}",
+        )
+    finally:
+        await conn.close()
+
+
+async def test_provision_then_fire_at_fire_at_with_a_verified_jwt(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, clock = system
+    agent, token, agent_id = await make_agent(r, admin, settings, tmp_path, "inst-1")
+    fire_at = clock.now() + timedelta(seconds=30)
+    status, body = await api(
+        r,
+        token,
+        "POST",
+        "provision",
+        {
+            "job_id": "digest",
+            "fire_at": fire_at.isoformat(),
+            "agent_callback_url": agent.url,
+            "dedup_key": f"digest:{fire_at.isoformat()}",
+        },
+    )
+    assert status == 200 and body["schedule_id"]
+    assert await eventually(lambda: timer_due(settings.database_url, agent_id, "digest")) == fire_at
+    clock.set(fire_at - timedelta(seconds=1))
+    await asyncio.sleep(0.3)
+    assert agent.runs == []  # a second early: nothing
+    clock.set(fire_at)
+    [(job_id, fired_for)] = await agent.wait_runs(1)
+    assert (
+        job_id == "digest" and datetime.fromisoformat(fired_for.replace("Z", "+00:00")) == fire_at
+    )
+    request = agent.requests[-1]
+    assert json.loads(request["body"]) == {"job_id": "digest", "fire_at": iso(fire_at)}
+    raw = request["headers"]["Authorization"].split()[1]
+    header = jwt.get_unverified_header(raw)
+    claims = jwt.decode(raw, options={"verify_signature": False})
+    assert header["alg"] == "EdDSA" and header["kid"]
+    assert claims["aud"] == "agent:inst-1" and claims["iss"] == settings.public_url
+    assert claims["purpose"] == "cron_fire" and claims["job_id"] == "digest" and claims["jti"]
+    assert claims["nbf"] <= claims["iat"] < claims["exp"] <= claims["iat"] + 120
+    # The trigger is consumed.
+    await eventually(lambda: _empty_list(r, token))
+    _, triggers = await r.graphql(
+        admin, f"{{ agentTriggers(agentId: {agent_id}) {{ jobId state lastOutcome }} }}"
+    )
+    assert triggers["data"]["agentTriggers"] == [
+        {"jobId": "digest", "state": "fired", "lastOutcome": "delivered"}
+    ]
+    await agent.stop()
+
+
+async def _empty_list(r: Running, token: str) -> bool:
+    _, body = await api(r, token, "GET", "list")
+    return body["jobs"] == []
+
+
+async def test_duplicate_and_replacing_provisions_and_cancel(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, clock = system
+    agent, token, agent_id = await make_agent(r, admin, settings, tmp_path, "inst-2")
+    t0 = clock.now()
+    first = {
+        "job_id": "j",
+        "fire_at": (t0 + timedelta(seconds=10)).isoformat(),
+        "agent_callback_url": agent.url,
+    }
+    ids = {(await api(r, token, "POST", "provision", first))[1]["schedule_id"] for _ in range(3)}
+    assert len(ids) == 1  # the same call thrice arms one trigger
+    moved = {**first, "fire_at": (t0 + timedelta(seconds=20)).isoformat()}
+    assert (await api(r, token, "POST", "provision", moved))[1]["schedule_id"] in ids
+    _, listing = await api(r, token, "GET", "list")
+    assert listing["jobs"] == [
+        {
+            "job_id": "j",
+            "fire_at": iso(t0 + timedelta(seconds=20)),
+            "schedule_id": next(iter(ids)),
+            "agent_callback_url": agent.url,
+        }
+    ]
+    await eventually(lambda: _due_is(settings, agent_id, "j", t0 + timedelta(seconds=20)))
+    clock.set(t0 + timedelta(seconds=15))  # the old time passes: nothing fires
+    await asyncio.sleep(0.3)
+    assert agent.runs == []
+    clock.set(t0 + timedelta(seconds=20))
+    await agent.wait_runs(1)
+    # A job armed and cancelled never fires; cancelling twice or an unknown job is fine.
+    other = {"job_id": "k", "fire_at": (t0 + timedelta(seconds=40)).isoformat()}
+    await api(r, token, "POST", "provision", other)
+    for job in ("k", "k", "never-armed"):
+        assert await api(r, token, "POST", "cancel", {"job_id": job}) == (200, {"ok": True})
+    await eventually(lambda: _due_is(settings, agent_id, "k", None))
+    clock.set(t0 + timedelta(seconds=60))
+    await asyncio.sleep(0.3)
+    assert len(agent.runs) == 1
+    await agent.stop()
+
+
+async def _due_is(settings: Settings, agent_id: int, job: str, due: datetime | None) -> bool:
+    return await timer_due(settings.database_url, agent_id, job) == due
+
+
+async def test_agents_cannot_see_or_touch_each_others_jobs(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, clock = system
+    a, token_a, _ = await make_agent(r, admin, settings, tmp_path, "inst-a")
+    b, token_b, _ = await make_agent(r, admin, settings, tmp_path, "inst-b")
+    when = (clock.now() + timedelta(seconds=5)).isoformat()
+    await api(r, token_a, "POST", "provision", {"job_id": "shared", "fire_at": when})
+    assert (await api(r, token_b, "GET", "list"))[1] == {"jobs": []}
+    await api(r, token_b, "POST", "cancel", {"job_id": "shared"})
+    assert len((await api(r, token_a, "GET", "list"))[1]["jobs"]) == 1
+    clock.advance(timedelta(seconds=5))
+    await a.wait_runs(1)
+    await asyncio.sleep(0.3)
+    assert b.runs == [] and b.requests == []
+    assert (await api(r, "chg_not-a-token", "GET", "list"))[0] == 401
+    await a.stop()
+    await b.stop()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"fire_at": "2030-01-01T00:00:00+00:00"}, "job_id"),
+        ({"job_id": "", "fire_at": "2030-01-01T00:00:00+00:00"}, "job_id"),
+        ({"job_id": "x" * 201, "fire_at": "2030-01-01T00:00:00+00:00"}, "job_id"),
+        ({"job_id": "a\nb", "fire_at": "2030-01-01T00:00:00+00:00"}, "job_id"),
+        ({"job_id": "j", "fire_at": "2030-01-01T00:00:00"}, "fire_at"),
+        ({"job_id": "j", "fire_at": "tomorrow"}, "fire_at"),
+        ({"job_id": "j", "fire_at": 1234}, "fire_at"),
+        (
+            {"job_id": "j", "fire_at": "2030-01-01T00:00:00Z", "agent_callback_url": "ftp://x"},
+            "agent_callback_url",
+        ),
+        ({"job_id": "j", "fire_at": "2030-01-01T00:00:00Z", "dedup_key": 5}, "dedup_key"),
+    ],
+)
+async def test_malformed_provisions_name_the_field(
+    system, settings: Settings, tmp_path: Path, body, field
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, _ = system
+    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "inst-v")
+    status, answer = await api(r, token, "POST", "provision", body)
+    assert status == 400 and answer["field"] == field, answer
+    assert (await api(r, token, "GET", "list"))[1] == {"jobs": []}
+    await agent.stop()
+
+
+async def test_a_past_fire_at_fires_at_once(system, settings: Settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    r, admin, clock = system
+    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "inst-p")
+    await api(
+        r,
+        token,
+        "POST",
+        "provision",
+        {"job_id": "late", "fire_at": (clock.now() - timedelta(minutes=5)).isoformat()},
+    )
+    await agent.wait_runs(1)
+    await agent.stop()
+
+
+async def test_a_503_then_202_agent_runs_the_job_once(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, clock = system
+    # Fire JWTs carry the platform clock's time and agents check them against theirs (30 s
+    # leeway): start a minute back, so that after the 60 s Retry-After both agree again.
+    clock.set(datetime.now(UTC) - timedelta(seconds=59))
+    ready = asyncio.Event()
+    agent, token, _ = await make_agent(
+        r, admin, settings, tmp_path, "inst-w", ready=ready, ready_timeout=0.2
+    )
+    await api(r, token, "POST", "provision", {"job_id": "wake", "fire_at": clock.now().isoformat()})
+    await eventually(lambda: _statuses(agent, [503]))
+    ready.set()  # the agent finished waking up
+    clock.advance(timedelta(seconds=59))
+    await asyncio.sleep(0.3)
+    assert agent.statuses == [503]  # Retry-After: 60 is honoured
+    clock.advance(timedelta(seconds=1))
+    await agent.wait_runs(1)
+    assert agent.statuses == [503, 202] and len(agent.runs) == 1
+    await agent.stop()
+
+
+async def _statuses(agent: SdkAgent, expected: list[int]) -> bool:
+    return agent.statuses == expected
+
+
+async def test_two_replicas_sharing_a_claim_store_run_once(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, clock = system
+    one, token, _ = await make_agent(r, admin, settings, tmp_path, "inst-r")
+    two = await SdkAgent(
+        verifier=one.verifier, store=SqliteClaimStore(tmp_path / "inst-r.db")
+    ).start()
+    await api(r, token, "POST", "provision", {"job_id": "once", "fire_at": clock.now().isoformat()})
+    await one.wait_runs(1)
+    fire = one.requests[-1]
+    # The same fire reaches both replicas again (a platform retry, a proxy replay).
+    async with aiohttp.ClientSession() as session:
+
+        async def replay(target: SdkAgent) -> int:
+            async with session.post(
+                f"{target.url}/api/cron/fire",
+                data=fire["body"],
+                headers={
+                    "Authorization": fire["headers"]["Authorization"],
+                    "Content-Type": "application/json",
+                },
+            ) as resp:
+                return resp.status
+
+        statuses = await asyncio.gather(replay(one), replay(two), replay(two))
+    assert statuses == [202, 202, 202]
+    await asyncio.sleep(0.2)
+    assert len(one.runs) + len(two.runs) == 1
+    await one.stop()
+    await two.stop()
+
+
+async def test_forged_expired_wrong_purpose_or_audience_tokens_are_refused(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    r, admin, _clock = system
+    agent, _token, _ = await make_agent(r, admin, settings, tmp_path, "inst-j")
+    async with r.services["admin-api"].commands.pool.acquire() as conn:  # type: ignore[attr-defined]
+        key = await active_key(conn, SecretBox(settings.secret_key))
+    now = int(datetime.now(UTC).timestamp())
+    good = {
+        "iss": settings.public_url,
+        "aud": "agent:inst-j",
+        "purpose": "cron_fire",
+        "job_id": "x",
+        "iat": now,
+        "nbf": now,
+        "exp": now + 60,
+        "jti": "1",
+    }
+    forged = jwt.encode(
+        good, Ed25519PrivateKey.generate(), algorithm="EdDSA", headers={"kid": key.kid}
+    )
+    cases = {
+        "valid": key.sign(good),
+        "forged": forged,
+        "expired": key.sign({**good, "iat": now - 300, "nbf": now - 300, "exp": now - 100}),
+        "not yet valid": key.sign({**good, "nbf": now + 300}),
+        "wrong purpose": key.sign({**good, "purpose": "api"}),
+        "no purpose": key.sign({k: v for k, v in good.items() if k != "purpose"}),
+        "wrong audience": key.sign({**good, "aud": "agent:someone-else"}),
+        "wrong issuer": key.sign({**good, "iss": "http://evil.example"}),
+        "unknown kid": jwt.encode(
+            good, Ed25519PrivateKey.generate(), algorithm="EdDSA", headers={"kid": "nope"}
+        ),
+    }
+    async with aiohttp.ClientSession() as session:
+        results = {}
+        for name, tok in cases.items():
+            async with session.post(
+                f"{agent.url}/api/cron/fire",
+                json={"job_id": "x", "fire_at": "t"},
+                headers={"Authorization": f"Bearer {tok}"},
+            ) as resp:
+                results[name] = resp.status
+        async with session.post(
+            f"{agent.url}/api/cron/fire",
+            json={"fire_at": "t"},
+            headers={"Authorization": f"Bearer {cases['valid']}"},
+        ) as resp:
+            results["no job_id"] = resp.status
+        async with session.post(f"{agent.url}/api/cron/fire", json={"job_id": "x"}) as resp:
+            results["no token"] = resp.status
+    assert results == {
+        "valid": 202,
+        "forged": 401,
+        "expired": 401,
+        "not yet valid": 401,
+        "wrong purpose": 401,
+        "no purpose": 401,
+        "wrong audience": 401,
+        "wrong issuer": 401,
+        "unknown kid": 401,
+        "no job_id": 400,
+        "no token": 401,
+    }
+    await agent.stop()
+
+
+async def test_reconcile_arms_rearms_and_cancels(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, clock = system
+    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "inst-c")
+    client = CronClient(r.urls["admin-api"], token)
+    t = clock.now() + timedelta(hours=1)
+    diff = await client.reconcile({"a": t, "b": t}, agent.url)
+    assert (sorted(diff.armed), diff.rearmed, diff.cancelled) == (["a", "b"], [], [])
+    diff = await client.reconcile({"a": t, "b": t + timedelta(minutes=5), "c": t}, agent.url)
+    assert (diff.unchanged, diff.rearmed, diff.armed, diff.cancelled) == (["a"], ["b"], ["c"], [])
+    diff = await client.reconcile({"c": t}, agent.url)
+    assert (sorted(diff.cancelled), diff.unchanged) == (["a", "b"], ["c"])
+    assert [j["job_id"] for j in await client.list()] == ["c"]
+    await agent.stop()
+
+
+async def test_key_rotation_keeps_the_retired_key_until_its_tokens_expire(
+    system, settings: Settings
+) -> None:  # type: ignore[no-untyped-def]
+    from cronhooks_common.keys import PUBLISH_RETIRED_FOR, published_jwks, rotate
+
+    r, _, clock = system
+    box = SecretBox(settings.secret_key)
+    conn = await db.connect(settings.database_url, name="keys")
+    try:
+        old = await active_key(conn, box)
+        now = int(clock.now().timestamp())
+        claims = {
+            "iss": settings.public_url,
+            "aud": "agent:rot",
+            "purpose": "cron_fire",
+            "job_id": "x",
+            "iat": now,
+            "nbf": now,
+            "exp": now + 60,
+        }
+        signed_before = old.sign(claims)
+        retired, new_kid = await rotate(conn, box, now=clock.now())
+        assert retired == old.kid and new_kid != old.kid
+        assert (await active_key(conn, box)).kid == new_kid
+        verifier = FireVerifier(
+            jwks_url=f"{r.urls['admin-api']}/.well-known/jwks.json",
+            audience="agent:rot",
+            issuer=settings.public_url,
+        )
+        assert (await verifier.verify(signed_before))["job_id"] == "x"  # the retired key verifies
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{r.urls['admin-api']}/.well-known/jwks.json") as resp,
+        ):
+            kids = {k["kid"] for k in (await resp.json())["keys"]}
+        assert kids == {old.kid, new_kid}
+        # Once every token it signed has expired (plus leeway), the old key is unpublished.
+        later = await published_jwks(
+            conn, now=clock.now() + PUBLISH_RETIRED_FOR + timedelta(seconds=1)
+        )
+        assert {k["kid"] for k in later["keys"]} == {new_kid}
+        assert timedelta(seconds=150) < PUBLISH_RETIRED_FOR
+    finally:
+        await conn.close()
+
+
+async def test_the_cli_rotates_keys(settings: Settings) -> None:
+    import os
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cronhooks_common.cli",
+        "keys",
+        "rotate",
+        env={**os.environ, **settings.to_env()},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert "signing now with" in out.decode()
