@@ -6,11 +6,12 @@ import argparse
 import asyncio
 import logging
 
-from bench import admin_reads, dispatch, notes, scheduler, triggers
+from bench import admin_reads, dispatch, herd, notes, scheduler, triggers
 from bench.common import write_report
 from cronhooks_common.logs import configure_logging
 
 SUITES = {
+    "herd": herd.run,
     "scheduler": scheduler.run,
     "dispatch": dispatch.trigger_burst,
     "notes": notes.apply_rate,

@@ -187,7 +187,12 @@ class CronSchedule:
         moment = moment.astimezone(UTC)
         local = moment.astimezone(self.zone)
         day = local.date()
-        for _ in range(MAX_SEARCH_DAYS):
+        last = day + timedelta(days=MAX_SEARCH_DAYS)
+        while day <= last:
+            if day.month not in self.months:
+                # Skip the rest of a month the schedule never fires in.
+                day = date(day.year + day.month // 12, day.month % 12 + 1, 1)
+                continue
             if self.day_matches(day):
                 found = self._first_on_day_after(day, moment, local)
                 if found is not None:

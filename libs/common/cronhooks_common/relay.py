@@ -26,11 +26,11 @@ from collections.abc import Sequence
 
 import asyncpg
 import structlog
-from aio_pika.abc import AbstractExchange, AbstractRobustConnection
+from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from prometheus_client import Counter, Gauge
 
 from cronhooks_common import db
-from cronhooks_common.broker import TRANSIENT_AMQP_ERRORS, declare_exchange, to_message
+from cronhooks_common.broker import TRANSIENT_AMQP_ERRORS, declare_exchange, publish_confirmed
 from cronhooks_common.events import Event
 from cronhooks_common.eventstore import _COLUMNS, event_from_row
 
@@ -112,12 +112,12 @@ class OutboxRelay:
         await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
         channel = await self._amqp.channel(publisher_confirms=True)
         try:
-            exchange = await declare_exchange(channel)
+            await declare_exchange(channel)
             while True:
                 self._wake.clear()
                 rows = await conn.fetch(_FETCH, self._batch_size)
                 if rows:
-                    await self._publish([event_from_row(r) for r in rows], exchange)
+                    await self._publish([event_from_row(r) for r in rows], channel)
                     await conn.execute(
                         "delete from eventstore.outbox where position = any($1::bigint[])",
                         [r["position"] for r in rows],
@@ -132,11 +132,6 @@ class OutboxRelay:
                 await channel.close()
 
     @staticmethod
-    async def _publish(events: Sequence[Event], exchange: AbstractExchange) -> None:
+    async def _publish(events: Sequence[Event], channel: AbstractChannel) -> None:
         for round_ in publish_rounds(events):
-            await asyncio.gather(
-                *(
-                    exchange.publish(to_message(e), routing_key=e.type, mandatory=False)
-                    for e in round_
-                )
-            )
+            await asyncio.gather(*(publish_confirmed(channel, e) for e in round_))

@@ -1,0 +1,163 @@
+"""The herd: N webhooks whose next slot is the same instant, against a raw ceiling.
+
+For each delivery, lag = agent receipt − slot. Also: makespan (slot → last receipt),
+deliveries/s, duplicates and missing, and where the time goes (slot → requested →
+first POST, from the event store). In the same run, the ceiling: a plain aiohttp client
+posting the same N signed bodies to the same agent process with the same concurrency.
+The agent is a separate process (bench/agent.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import aiohttp
+import asyncpg
+
+from bench.common import percentile, table
+from bench.harness import free_port, running_cluster
+from cronhooks_common.signing import generate_secret, signature_headers, signing_key
+from cronhooks_dispatcher.payload import RESPONSE_SCHEMA
+
+CREATE = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i) { cronWebhook { id } } }"""
+CONCURRENCY = 256
+
+
+async def start_agent() -> tuple[asyncio.subprocess.Process, str]:
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.agent", str(port),
+                                                env={**os.environ})
+    url = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as session:
+        for _ in range(100):
+            try:
+                async with session.get(f"{url}/stats") as resp:
+                    if resp.status == 200:
+                        return proc, url
+            except aiohttp.ClientError:
+                await asyncio.sleep(0.1)
+    raise RuntimeError("bench agent did not start")
+
+
+async def received(session: aiohttp.ClientSession, url: str) -> dict[str, list[float]]:
+    async with session.get(f"{url}/stats") as resp:
+        return (await resp.json())["received"]  # type: ignore[no-any-return]
+
+
+async def ceiling(session: aiohttp.ClientSession, agent: str, n: int) -> dict[str, float]:
+    await session.post(f"{agent}/reset")
+    key = signing_key(generate_secret())
+    sem = asyncio.Semaphore(CONCURRENCY)
+    started = time.time()
+
+    async def post(i: int) -> None:
+        async with sem:
+            stamp = int(time.time())
+            body = json.dumps({"version": 1, "id": i, "webhook_id": i, "timestamp": stamp,
+                               "scheduled_for": None, "trigger": "schedule", "attempt": 1,
+                               "missed_count": 0, "instruction": "bench",
+                               "response_schema": RESPONSE_SCHEMA}).encode()
+            headers = signature_headers(key, delivery_id=str(i), timestamp=stamp, body=body, attempt=1)
+            async with session.post(f"{agent}/hook", data=body, headers=headers) as resp:
+                await resp.read()
+
+    await asyncio.gather(*(post(i) for i in range(n)))
+    got = await received(session, agent)
+    last = max(t[0] for t in got.values())
+    lags = [t[0] - started for t in got.values()]
+    return {"makespan": last - started, "per_second": n / (last - started),
+            "p50": percentile(lags, 50), "p99": percentile(lags, 99)}
+
+
+async def create_webhooks(cluster, session: aiohttp.ClientSession, n: int, url: str,  # type: ignore[no-untyped-def]
+                          schedule: str) -> None:
+    sem = asyncio.Semaphore(32)
+
+    async def one(i: int) -> None:
+        async with sem:
+            body = await cluster.graphql(session, CREATE, {"i": {
+                "url": url, "cronSchedule": schedule, "instruction": f"bench {i}",
+                "misfireGraceSeconds": 600}})
+            assert "errors" not in body, body
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+
+async def breakdown(dsn: str) -> dict[str, float]:
+    """Median stage times from the event store: slot → requested → first POST started."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        row = await conn.fetchrow("""
+            with r as (
+                select (data->>'delivery_id')::bigint id, (data->>'scheduled_for')::timestamptz slot,
+                       recorded_at from eventstore.events where type = 'delivery.requested'),
+            d as (
+                select (data->>'delivery_id')::bigint id, (data->>'started_at')::timestamptz started,
+                       recorded_at from eventstore.events where type = 'delivery.succeeded')
+            select percentile_cont(0.5) within group (order by extract(epoch from r.recorded_at - r.slot)) requested,
+                   percentile_cont(0.99) within group (order by extract(epoch from r.recorded_at - r.slot)) requested99,
+                   percentile_cont(0.5) within group (order by extract(epoch from d.started - r.slot)) started,
+                   percentile_cont(0.99) within group (order by extract(epoch from d.started - r.slot)) started99,
+                   percentile_cont(0.5) within group (order by extract(epoch from d.recorded_at - r.slot)) recorded
+            from r join d using (id)""")
+        return {k: float(v or 0) * 1000 for k, v in dict(row).items()}
+    finally:
+        await conn.close()
+
+
+async def herd(n: int) -> tuple[list[object], dict[str, float], dict[str, float]]:
+    proc, agent = await start_agent()
+    try:
+        async with running_cluster() as cluster, aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session:
+            # One slot for all: a whole minute far enough ahead to create them all first.
+            lead = timedelta(seconds=70 + n * 0.012)
+            slot = (datetime.now(UTC) + lead).replace(second=0, microsecond=0) + timedelta(minutes=1)
+            schedule = f"{slot.minute} {slot.hour} {slot.day} {slot.month} *"
+            await create_webhooks(cluster, session, n, f"{agent}/hook", schedule)
+            await asyncio.sleep(max(0.0, (slot - datetime.now(UTC)).total_seconds() - 2))
+            await session.post(f"{agent}/reset")
+            deadline = slot.timestamp() + 120
+            while time.time() < deadline:
+                got = await received(session, agent)
+                if len(got) >= n:
+                    break
+                await asyncio.sleep(0.25)
+            await asyncio.sleep(1.0)
+            got = await received(session, agent)
+            stages = await breakdown(cluster.dsn)
+            limit = await ceiling(session, agent, n)
+    finally:
+        proc.terminate()
+        await proc.wait()
+    lags = [times[0] - slot.timestamp() for times in got.values()]
+    duplicates = sum(len(t) - 1 for t in got.values())
+    makespan = max(lags) if lags else float("nan")
+    ours_rate = len(got) / makespan if lags else 0.0
+    row = [n, f"{percentile(lags, 50) * 1000:.0f}", f"{percentile(lags, 95) * 1000:.0f}",
+           f"{percentile(lags, 99) * 1000:.0f}", f"{makespan * 1000:.0f}", f"{ours_rate:.0f}",
+           duplicates, n - len(got), f"{limit['per_second']:.0f}", f"{ours_rate / limit['per_second']:.2f}"]
+    return row, stages, limit
+
+
+async def run(sizes: tuple[int, ...] = (1_000, 10_000)) -> list[tuple[str, str]]:
+    rows, stage_rows = [], []
+    for n in sizes:
+        row, stages, _ = await herd(n)
+        rows.append(row)
+        stage_rows.append([n, f"{stages['requested']:.0f}", f"{stages['requested99']:.0f}",
+                           f"{stages['started']:.0f}", f"{stages['started99']:.0f}",
+                           f"{stages['recorded']:.0f}"])
+    return [
+        ("Herd: N webhooks, one slot (lag = agent receipt − slot)", table(
+            ["N", "p50 ms", "p95 ms", "p99 ms", "makespan ms", "deliveries/s", "duplicates",
+             "missing", "ceiling /s (plain aiohttp)", "ratio"], rows)),
+        ("Herd: where the time goes (ms after the slot, from the event store)", table(
+            ["N", "requested p50", "requested p99", "POST started p50", "POST started p99",
+             "outcome recorded p50"], stage_rows)),
+    ]
