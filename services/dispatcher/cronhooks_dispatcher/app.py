@@ -3,8 +3,8 @@
 Flow: consumer (free mode, `CRONHOOKS_DISPATCH_CONCURRENCY` workers) →
 `Dispatcher.handle` (delivery.py): load the secret, build and sign the body (payload.py),
 POST through the shared session with the SSRF guard (sender.py), classify the answer
-(outcome.py), and record attempt + next event in a group-committed transaction
-(batching.py). Retries are durable timers in the scheduler (retry.py says when);
+(outcome.py), and record attempt + next event, many outcomes per transaction
+(recording.py). Retries are durable timers in the scheduler (retry.py says when);
 webhook health (health.py) disables webhooks that are gone or keep failing.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import aiohttp
 
-from cronhooks_common.batching import GroupCommitter
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import Event, EventType
@@ -21,6 +20,7 @@ from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher.delivery import INBOX, Dispatcher
 from cronhooks_dispatcher.fire import FireCaller
+from cronhooks_dispatcher.recording import RecordWriter
 
 ROUTING_KEYS = (
     EventType.DELIVERY_REQUESTED,
@@ -37,7 +37,9 @@ class DispatcherService:
         self._runtime = runtime
         self._http: aiohttp.ClientSession | None = None
         self._consumer: Consumer | None = None
-        self._committer = GroupCommitter(runtime.pool)
+        self._writer = RecordWriter(
+            runtime.pool, runtime.clock, auto_disable_after=runtime.settings.auto_disable_after
+        )
 
     async def start(self) -> None:
         rt = self._runtime
@@ -51,7 +53,7 @@ class DispatcherService:
             ),
             auto_decompress=True,
         )
-        self._committer.start()
+        self._writer.start()
         dispatcher = Dispatcher(
             pool=rt.pool,
             http=self._http,
@@ -63,16 +65,15 @@ class DispatcherService:
             ),
             api_url=rt.settings.api_public_url,
             clock=rt.clock,
-            committer=self._committer,
+            writer=self._writer,
             allow_private=rt.settings.allow_private_targets,
-            auto_disable_after=rt.settings.auto_disable_after,
         )
         fires = FireCaller(
             pool=rt.pool,
             http=self._http,
             box=SecretBox(rt.settings.secret_key),
             clock=rt.clock,
-            committer=self._committer,
+            writer=self._writer,
             issuer=rt.settings.public_url,
             allow_private=rt.settings.allow_private_targets,
         )
@@ -98,7 +99,7 @@ class DispatcherService:
     async def stop(self) -> None:
         if self._consumer is not None:
             await self._consumer.stop()  # in-flight attempts finish, the rest go back
-        await self._committer.stop()
+        await self._writer.stop()
         if self._http is not None:
             await self._http.close()
 

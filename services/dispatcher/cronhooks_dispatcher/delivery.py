@@ -27,16 +27,15 @@ import asyncpg
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
-from cronhooks_common import eventstore
-from cronhooks_common.batching import GroupCommitter
 from cronhooks_common.clock import Clock, iso
-from cronhooks_common.consumer import claim_event
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import Causation, Event, EventType, NewEvent
 from cronhooks_common.signing import signature_headers, signing_key
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher import health, payload, sender
 from cronhooks_dispatcher.outcome import Outcome, classify, import_outcome
+from cronhooks_dispatcher.recording import Attempt as AttemptRow
+from cronhooks_dispatcher.recording import Health, Record, RecordWriter
 from cronhooks_dispatcher.retry import next_attempt_at
 
 log = structlog.get_logger(__name__)
@@ -88,9 +87,8 @@ class Dispatcher:
     tokens: ApiTokens
     api_url: str
     clock: Clock
-    committer: GroupCommitter
+    writer: RecordWriter
     allow_private: bool
-    auto_disable_after: int
 
     async def handle(self, event: Event) -> None:
         if event.type == EventType.DELIVERY_REQUESTED:
@@ -99,7 +97,8 @@ class Dispatcher:
             if event.data.get("attempt") is not None:  # not a token push
                 await self._import_finished(event)
         elif event.type == EventType.WEBHOOK_UPDATED:
-            await self.committer.run(lambda conn: health.on_webhook_updated(conn, event, INBOX))
+            async with self.pool.acquire() as conn, conn.transaction():
+                await health.on_webhook_updated(conn, event, INBOX)
         elif event.type == EventType.DELIVERY_FAILED:
             await self._release(self.pool, event.data)
 
@@ -131,9 +130,7 @@ class Dispatcher:
         # A manual trigger runs regardless; only schedule slots are skipped.
         return bool(holder != request["delivery_id"] and request["trigger"] == "schedule")
 
-    async def _record_skipped(self, conn: asyncpg.Connection, event: Event) -> None:
-        if not await claim_event(conn, INBOX, event.event_id):
-            return
+    def _skipped(self, event: Event) -> Record:
         data = {
             **_delivery_fields(event.data),
             "attempt": 0,
@@ -142,15 +139,14 @@ class Dispatcher:
             "skipped_count": 1,
             "policy": "FORBID",
         }
-        await eventstore.append(
-            conn,
-            event.stream,
-            [NewEvent(EventType.DELIVERY_SKIPPED, data)],
-            expected_version=event.version,
-            causation=Causation.following(event, actor="dispatcher"),
-            occurred_at=self.clock.now(),
-        )
         log.info("delivery_skipped", reason="concurrency")
+        return Record(
+            claim=event.event_id,
+            stream=event.stream,
+            after_version=event.version,
+            event=NewEvent(EventType.DELIVERY_SKIPPED, data),
+            causation=Causation.following(event, actor="dispatcher"),
+        )
 
     # --- one HTTP attempt ----------------------------------------------------------------
 
@@ -171,7 +167,7 @@ class Dispatcher:
             if handled:
                 return
             if await self._forbidden(event):
-                await self.committer.run(lambda conn: self._record_skipped(conn, event))
+                await self.writer.write(self._skipped(event))
                 return
             started_at = self.clock.now()
             if request["trigger"] == "schedule" and request.get("scheduled_for"):
@@ -204,15 +200,10 @@ class Dispatcher:
             ATTEMPTS.labels("success" if outcome.succeeded else "failed").inc()
             DURATION.observe(result.duration_ms / 1000)
             if outcome.succeeded and outcome.changes is not None:
-                changes = outcome.changes
-                await self.committer.run(
-                    lambda conn: self._record_changes(conn, event, attempt, changes)
-                )
+                await self.writer.write(self._changes(event, attempt, outcome.changes))
             else:
                 retry_at = next_attempt_at(attempt.number, result.retry_after, self.clock.now())
-                await self.committer.run(
-                    lambda conn: self._finish(conn, event, attempt, outcome, retry_at)
-                )
+                await self.writer.write(self._finish(event, attempt, outcome, retry_at))
 
     async def _send(
         self, request: dict[str, Any], secret: str, now: datetime
@@ -253,37 +244,23 @@ class Dispatcher:
 
     # --- recording (each runs inside a group-committed savepoint) -------------------------
 
-    async def _save_attempt(
-        self, conn: asyncpg.Connection, attempt: Attempt, outcome: str, error: str | None
-    ) -> None:
-        await conn.execute(
-            """
-            insert into dispatcher.attempts
-                (delivery_id, attempt, webhook_id, started_at, duration_ms, request_body,
-                 response_status, response_body, error, outcome, request)
-            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-            on conflict (delivery_id, attempt) do update
-                set outcome = excluded.outcome, error = excluded.error
-            """,
-            attempt.delivery_id,
-            attempt.number,
-            attempt.request["webhook_id"],
-            attempt.started_at,
-            attempt.duration_ms,
-            attempt.request_body,
-            attempt.response_status,
-            attempt.response_body,
-            error,
-            outcome,
-            attempt.request,
+    @staticmethod
+    def _row(attempt: Attempt, outcome: str, error: str | None) -> AttemptRow:
+        return AttemptRow(
+            delivery_id=attempt.delivery_id,
+            attempt=attempt.number,
+            webhook_id=int(attempt.request["webhook_id"]),
+            started_at=attempt.started_at,
+            duration_ms=attempt.duration_ms,
+            request_body=attempt.request_body,
+            response_status=attempt.response_status,
+            response_body=attempt.response_body,
+            error=error,
+            outcome=outcome,
+            request=attempt.request,
         )
 
-    async def _record_changes(
-        self, conn: asyncpg.Connection, event: Event, attempt: Attempt, changes: list[Any]
-    ) -> None:
-        if not await claim_event(conn, INBOX, event.event_id):
-            return
-        await self._save_attempt(conn, attempt, "importing", None)
+    def _changes(self, event: Event, attempt: Attempt, changes: list[Any]) -> Record:
         request = attempt.request
         data = {
             **_delivery_fields(request),
@@ -292,13 +269,13 @@ class Dispatcher:
             "max_depth": request["target"].get("max_depth", 1),
             "depth": SYNC_DEPTH,
         }
-        await eventstore.append(
-            conn,
-            event.stream,
-            [NewEvent(EventType.DELIVERY_CHANGES_RECEIVED, data)],
-            expected_version=event.version,
+        return Record(
+            claim=event.event_id,
+            stream=event.stream,
+            after_version=event.version,
+            event=NewEvent(EventType.DELIVERY_CHANGES_RECEIVED, data),
             causation=Causation.following(event, actor="dispatcher"),
-            occurred_at=self.clock.now(),
+            attempt=self._row(attempt, "importing", None),
         )
 
     async def _import_finished(self, event: Event) -> None:
@@ -320,29 +297,20 @@ class Dispatcher:
         )
         outcome = import_outcome(event.type, event.data)
         retry_at = next_attempt_at(attempt.number, None, self.clock.now())
-        await self.committer.run(lambda conn: self._finish(conn, event, attempt, outcome, retry_at))
+        await self.writer.write(self._finish(event, attempt, outcome, retry_at))
 
-    async def _finish(
-        self,
-        conn: asyncpg.Connection,
-        cause: Event,
-        attempt: Attempt,
-        outcome: Outcome,
-        retry_at: datetime,
-    ) -> None:
-        """Record a finished attempt and the event it leads to, after `cause` (the request,
-        or the importer's verdict) on the same stream."""
-        if not await claim_event(conn, INBOX, cause.event_id):
-            return
+    def _finish(
+        self, cause: Event, attempt: Attempt, outcome: Outcome, retry_at: datetime
+    ) -> Record:
+        """The record of a finished attempt and the event it leads to, after `cause` (the
+        request, or the importer's verdict) on the same stream."""
         request = attempt.request
         max_retries = int(request["target"].get("max_retries", 0))
         final = outcome.succeeded or outcome.gone or attempt.number > max_retries
-        await self._save_attempt(
-            conn, attempt, "success" if outcome.succeeded else "failed", outcome.error
-        )
+        status = "success" if outcome.succeeded else "failed"
         data: dict[str, Any] = {
             **_delivery_fields(request),
-            "status": "success" if outcome.succeeded else "failed",
+            "status": status,
             "response_status": attempt.response_status,
             "duration_ms": attempt.duration_ms,
             "error": outcome.error,
@@ -358,36 +326,29 @@ class Dispatcher:
             kind = EventType.DELIVERY_ATTEMPT_FAILED
             data["retry_at"] = iso(retry_at)
             data["next_attempt"] = attempt.number + 1
-        now = self.clock.now()
-        await eventstore.append(
-            conn,
-            cause.stream,
-            [NewEvent(kind, data)],
-            expected_version=cause.version,
-            causation=Causation.following(cause, actor="dispatcher"),
-            occurred_at=now,
-        )
         if final:
-            DELIVERIES.labels(data["status"]).inc()
-            await self._release(conn, request)
-            await health.record_delivery(
-                conn,
-                webhook_id=int(request["webhook_id"]),
-                succeeded=outcome.succeeded,
-                gone=outcome.gone,
-                error=outcome.error,
-                disable_after=self.auto_disable_after,
-                causation=Causation.following(cause, actor="dispatcher"),
-                now=now,
-            )
+            DELIVERIES.labels(status).inc()
         log.info(
             "delivery_attempted",
             attempt=attempt.number,
-            status=data["status"],
+            status=status,
             final=final,
             response_status=attempt.response_status,
             duration_ms=attempt.duration_ms,
             error=outcome.error,
+        )
+        webhook_id = int(request["webhook_id"])
+        return Record(
+            claim=cause.event_id,
+            stream=cause.stream,
+            after_version=cause.version,
+            event=NewEvent(kind, data),
+            causation=Causation.following(cause, actor="dispatcher"),
+            attempt=self._row(attempt, status, outcome.error),
+            release=(webhook_id, attempt.delivery_id) if final else None,
+            health=Health(webhook_id, outcome.succeeded, outcome.gone, outcome.error)
+            if final
+            else None,
         )
 
 

@@ -23,15 +23,13 @@ import asyncpg
 import structlog
 from prometheus_client import Counter
 
-from cronhooks_common import eventstore
-from cronhooks_common.batching import GroupCommitter
 from cronhooks_common.clock import Clock, iso
-from cronhooks_common.consumer import claim_event
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import Causation, Event, EventType, NewEvent
 from cronhooks_common.keys import SigningKey, active_key
 from cronhooks_common.signing import USER_AGENT
 from cronhooks_dispatcher import sender
+from cronhooks_dispatcher.recording import Record, RecordWriter
 from cronhooks_dispatcher.retry import retry_after
 
 log = structlog.get_logger(__name__)
@@ -55,7 +53,7 @@ class FireCaller:
     http: aiohttp.ClientSession
     box: SecretBox
     clock: Clock
-    committer: GroupCommitter
+    writer: RecordWriter
     issuer: str
     allow_private: bool
     _key: SigningKey | None = field(default=None, init=False)
@@ -107,13 +105,9 @@ class FireCaller:
                 timeout_seconds=ATTEMPT_TIMEOUT,
                 allow_private=self.allow_private,
             )
-            await self.committer.run(lambda conn: self._record(conn, event, result))
+            await self.writer.write(self._record(event, result))
 
-    async def _record(
-        self, conn: asyncpg.Connection, event: Event, result: sender.HttpResult
-    ) -> None:
-        if not await claim_event(conn, INBOX, event.event_id):
-            return
+    def _record(self, event: Event, result: sender.HttpResult) -> Record:
         d = event.data
         now = self.clock.now()
         delivered = result.error is None and 200 <= (result.status or 0) < 300
@@ -130,14 +124,6 @@ class FireCaller:
                 data = {**base, "retry_at": iso(retry_at), "next_attempt": d["attempt"] + 1}
             else:
                 kind, data = EventType.TRIGGER_FIRED, {**base, "outcome": "failed"}
-        await eventstore.append(
-            conn,
-            event.stream,
-            [NewEvent(kind, data)],
-            expected_version=event.version,
-            causation=Causation.following(event, actor="dispatcher"),
-            occurred_at=now,
-        )
         FIRES.labels("delivered" if delivered else "failed").inc()
         log.info(
             "trigger_attempted",
@@ -145,4 +131,11 @@ class FireCaller:
             status=result.status,
             error=error,
             final=kind == EventType.TRIGGER_FIRED,
+        )
+        return Record(
+            claim=event.event_id,
+            stream=event.stream,
+            after_version=event.version,
+            event=NewEvent(kind, data),
+            causation=Causation.following(event, actor="dispatcher"),
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from cronhooks_common.cron import CronSchedule
 
@@ -41,6 +42,12 @@ class SlotPlan:
     next_due: datetime | None = None
 
 
+@lru_cache(maxsize=65_536)
+def _next_after(schedule: CronSchedule, moment: datetime) -> datetime | None:
+    # A herd shares schedules and slots: thousands of timers ask the same question.
+    return schedule.next_after(moment)
+
+
 def plan_slots(
     schedule: CronSchedule, *, policy: str, grace_seconds: int, due_at: datetime, now: datetime
 ) -> SlotPlan:
@@ -48,7 +55,7 @@ def plan_slots(
     if now - due_at <= grace:
         # The common case: on time (or late within grace). One slot per claim; a timer
         # that is still due afterwards is simply claimed again.
-        return SlotPlan([Delivery(due_at)], next_due=schedule.next_after(due_at))
+        return SlotPlan([Delivery(due_at)], next_due=_next_after(schedule, due_at))
     slots, uncounted, next_due = _walk(schedule, due_at, now)
     missed = [s for s in slots if now - s > grace]
     on_time = [s for s in slots if now - s <= grace]
@@ -71,16 +78,16 @@ def _walk(
     moment: datetime | None = due_at
     while len(slots) < MAX_WALK:
         assert moment is not None
-        moment = schedule.next_after(moment)
+        moment = _next_after(schedule, moment)
         if moment is None or moment > now:
             return slots, 0, moment
         slots.append(moment)
     # Too many to walk: jump to the last day before `now` and walk only that.
     tail_start = max(slots[-1], now - timedelta(days=1))
     tail: list[datetime] = []
-    moment = schedule.next_after(tail_start)
+    moment = _next_after(schedule, tail_start)
     while moment is not None and moment <= now:
         tail.append(moment)
-        moment = schedule.next_after(moment)
+        moment = _next_after(schedule, moment)
     # The slots between the walked head and the tail are not counted: a lower bound.
     return [*slots, *tail], 0, moment

@@ -1,0 +1,215 @@
+"""Record what attempts led to, many at a time: a handful of statements per batch.
+
+Every outcome the dispatcher writes has the same shape (`Record`): claim the event that
+caused it in the inbox, maybe log an HTTP attempt, append one event after the cause on its
+stream, and for finished deliveries release the FORBID slot and update webhook health.
+`RecordWriter` gathers the records that arrive while a batch is being written and writes
+the next batch with one statement per kind (unnest) in one transaction, so a burst of
+thousands of deliveries costs a few dozen round trips, not thousands. Callers wait for the
+commit of their record before acking their message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import structlog
+
+from cronhooks_common import eventstore
+from cronhooks_common.clock import Clock
+from cronhooks_common.events import Causation, NewEvent
+from cronhooks_dispatcher import health
+
+log = structlog.get_logger(__name__)
+
+MAX_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A row of dispatcher.attempts."""
+
+    delivery_id: int
+    attempt: int
+    webhook_id: int
+    started_at: datetime
+    duration_ms: int
+    request_body: str
+    response_status: int | None
+    response_body: str | None
+    error: str | None
+    outcome: str  # success | failed | importing
+    request: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    webhook_id: int
+    succeeded: bool
+    gone: bool
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    claim: UUID  # the event this record answers (inbox)
+    stream: str
+    after_version: int
+    event: NewEvent
+    causation: Causation
+    attempt: Attempt | None = None
+    release: tuple[int, int] | None = (
+        None  # (webhook_id, delivery_id) of a finished FORBID delivery
+    )
+    health: Health | None = None
+
+
+class RecordWriter:
+    def __init__(self, pool: asyncpg.Pool, clock: Clock, *, auto_disable_after: int) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._auto_disable_after = auto_disable_after
+        self._queue: asyncio.Queue[tuple[Record, asyncio.Future[bool]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def write(self, record: Record) -> bool:
+        """Write `record`; False if its cause had been handled before (nothing written)."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        await self._queue.put((record, future))
+        return await future
+
+    async def _loop(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < MAX_BATCH and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                results = await self._write(batch)
+            except Exception as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), written in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(written)
+
+    async def _write(self, batch: list[tuple[Record, asyncio.Future[bool]]]) -> list[bool]:
+        records = [record for record, _ in batch]
+        async with self._pool.acquire() as conn, conn.transaction():
+            claimed = set(
+                await conn.fetchval(
+                    """
+                    with claimed as (
+                        insert into dispatcher.inbox (event_id) select unnest($1::uuid[])
+                        on conflict do nothing returning event_id
+                    ) select coalesce(array_agg(event_id), '{}') from claimed
+                    """,
+                    [r.claim for r in records],
+                )
+            )
+            # A cause claimed in this batch counts once, for its first record.
+            fresh: list[Record] = []
+            for record in records:
+                if record.claim in claimed:
+                    claimed.discard(record.claim)
+                    fresh.append(record)
+            written = {id(r) for r in fresh}
+            await self._attempts(conn, [r.attempt for r in fresh if r.attempt is not None])
+            await self._append(conn, fresh)
+            releases = [r.release for r in fresh if r.release is not None]
+            if releases:
+                await conn.execute(
+                    """
+                    delete from dispatcher.pending p using unnest($1::bigint[], $2::bigint[])
+                        as r(webhook_id, delivery_id)
+                    where p.webhook_id = r.webhook_id and p.delivery_id = r.delivery_id
+                    """,
+                    [w for w, _ in releases],
+                    [d for _, d in releases],
+                )
+            await self._health(conn, [r for r in fresh if r.health is not None])
+        return [id(r) in written for r in records]
+
+    async def _append(self, conn: asyncpg.Connection, records: list[Record]) -> None:
+        appends = [(r.stream, r.after_version, r.event, r.causation) for r in records]
+        now = self._clock.now()
+        while appends:
+            try:
+                async with conn.transaction():  # savepoint: a conflict leaves nothing behind
+                    await eventstore.append_many(conn, appends, occurred_at=now)
+                return
+            except eventstore.ConcurrencyError as exc:
+                # Someone else already followed that cause on its stream: theirs stands.
+                log.warning("outcome_stream_moved", stream=exc.stream)
+                appends = [a for a in appends if a[0] != exc.stream]
+
+    @staticmethod
+    async def _attempts(conn: asyncpg.Connection, attempts: list[Attempt]) -> None:
+        if not attempts:
+            return
+        await conn.execute(
+            """
+            insert into dispatcher.attempts
+                (delivery_id, attempt, webhook_id, started_at, duration_ms, request_body,
+                 response_status, response_body, error, outcome, request)
+            select * from unnest($1::bigint[], $2::int[], $3::bigint[], $4::timestamptz[],
+                                 $5::int[], $6::text[], $7::int[], $8::text[], $9::text[],
+                                 $10::text[], $11::jsonb[])
+            on conflict (delivery_id, attempt) do update
+                set outcome = excluded.outcome, error = excluded.error
+            """,
+            [a.delivery_id for a in attempts],
+            [a.attempt for a in attempts],
+            [a.webhook_id for a in attempts],
+            [a.started_at for a in attempts],
+            [a.duration_ms for a in attempts],
+            [a.request_body for a in attempts],
+            [a.response_status for a in attempts],
+            [a.response_body for a in attempts],
+            [a.error for a in attempts],
+            [a.outcome for a in attempts],
+            [a.request for a in attempts],
+        )
+
+    async def _health(self, conn: asyncpg.Connection, records: list[Record]) -> None:
+        successes = sorted(
+            {r.health.webhook_id for r in records if r.health and r.health.succeeded}
+        )
+        if successes:
+            await conn.execute(
+                """
+                insert into dispatcher.webhook_health (webhook_id)
+                select unnest($1::bigint[])
+                on conflict (webhook_id) do update set consecutive_failures = 0
+                """,
+                successes,
+            )
+        for record in records:  # failures are rare, and each may disable its webhook
+            h = record.health
+            if h is not None and not h.succeeded:
+                await health.record_delivery(
+                    conn,
+                    webhook_id=h.webhook_id,
+                    succeeded=False,
+                    gone=h.gone,
+                    error=h.error,
+                    disable_after=self._auto_disable_after,
+                    causation=record.causation,
+                    now=self._clock.now(),
+                )
