@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: install up test test-unit lint bench clean
+.PHONY: install up test test-unit test-faults lint bench clean
 
 install: $(STAMP)
 
@@ -27,10 +27,17 @@ lint: install
 	$(BIN)/mypy
 
 test: lint
+	rm -f test-artifacts/fault-table.md
 	$(BIN)/pytest -q
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit
+
+# kill -9 each service, restart RabbitMQ and Postgres, 3 schedulers — during a herd
+# (also part of `make test`); the table lands in test-artifacts/fault-table.md
+test-faults: install
+	rm -f test-artifacts/fault-table.md
+	$(BIN)/pytest -q -s tests/faults
 
 # Benchmarks: measure and print (results also go to bench/results/); never part of `make test`.
 bench: install

@@ -44,8 +44,9 @@ def main() -> None:
     app.router.add_post("/api/cron/fire", fire)
     app.router.add_get("/stats", stats)
     app.router.add_post("/reset", reset)
-    web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None,
-                backlog=4096)
+    web.run_app(
+        app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None, backlog=4096
+    )
 
 
 if __name__ == "__main__":

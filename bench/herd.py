@@ -30,8 +30,9 @@ CONCURRENCY = 256
 
 async def start_agent() -> tuple[asyncio.subprocess.Process, str]:
     port = free_port()
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.agent", str(port),
-                                                env={**os.environ})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.agent", str(port), env={**os.environ}
+    )
     url = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as session:
         for _ in range(100):
@@ -58,11 +59,23 @@ async def ceiling(session: aiohttp.ClientSession, agent: str, n: int) -> dict[st
     async def post(i: int) -> None:
         async with sem:
             stamp = int(time.time())
-            body = json.dumps({"version": 1, "id": i, "webhook_id": i, "timestamp": stamp,
-                               "scheduled_for": None, "trigger": "schedule", "attempt": 1,
-                               "missed_count": 0, "instruction": "bench",
-                               "response_schema": RESPONSE_SCHEMA}).encode()
-            headers = signature_headers(key, delivery_id=str(i), timestamp=stamp, body=body, attempt=1)
+            body = json.dumps(
+                {
+                    "version": 1,
+                    "id": i,
+                    "webhook_id": i,
+                    "timestamp": stamp,
+                    "scheduled_for": None,
+                    "trigger": "schedule",
+                    "attempt": 1,
+                    "missed_count": 0,
+                    "instruction": "bench",
+                    "response_schema": RESPONSE_SCHEMA,
+                }
+            ).encode()
+            headers = signature_headers(
+                key, delivery_id=str(i), timestamp=stamp, body=body, attempt=1
+            )
             async with session.post(f"{agent}/hook", data=body, headers=headers) as resp:
                 await resp.read()
 
@@ -70,19 +83,37 @@ async def ceiling(session: aiohttp.ClientSession, agent: str, n: int) -> dict[st
     got = await received(session, agent)
     last = max(t[0] for t in got.values())
     lags = [t[0] - started for t in got.values()]
-    return {"makespan": last - started, "per_second": n / (last - started),
-            "p50": percentile(lags, 50), "p99": percentile(lags, 99)}
+    return {
+        "makespan": last - started,
+        "per_second": n / (last - started),
+        "p50": percentile(lags, 50),
+        "p99": percentile(lags, 99),
+    }
 
 
-async def create_webhooks(cluster, session: aiohttp.ClientSession, n: int, url: str,  # type: ignore[no-untyped-def]
-                          schedule: str) -> None:
+async def create_webhooks(
+    cluster,
+    session: aiohttp.ClientSession,
+    n: int,
+    url: str,  # type: ignore[no-untyped-def]
+    schedule: str,
+) -> None:
     sem = asyncio.Semaphore(32)
 
     async def one(i: int) -> None:
         async with sem:
-            body = await cluster.graphql(session, CREATE, {"i": {
-                "url": url, "cronSchedule": schedule, "instruction": f"bench {i}",
-                "misfireGraceSeconds": 600}})
+            body = await cluster.graphql(
+                session,
+                CREATE,
+                {
+                    "i": {
+                        "url": url,
+                        "cronSchedule": schedule,
+                        "instruction": f"bench {i}",
+                        "misfireGraceSeconds": 600,
+                    }
+                },
+            )
             assert "errors" not in body, body
 
     await asyncio.gather(*(one(i) for i in range(n)))
@@ -113,11 +144,15 @@ async def breakdown(dsn: str) -> dict[str, float]:
 async def herd(n: int) -> tuple[list[object], dict[str, float], dict[str, float]]:
     proc, agent = await start_agent()
     try:
-        async with running_cluster() as cluster, aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session:
+        async with (
+            running_cluster() as cluster,
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session,
+        ):
             # One slot for all: a whole minute far enough ahead to create them all first.
             lead = timedelta(seconds=70 + n * 0.012)
-            slot = (datetime.now(UTC) + lead).replace(second=0, microsecond=0) + timedelta(minutes=1)
+            slot = (datetime.now(UTC) + lead).replace(second=0, microsecond=0) + timedelta(
+                minutes=1
+            )
             schedule = f"{slot.minute} {slot.hour} {slot.day} {slot.month} *"
             await create_webhooks(cluster, session, n, f"{agent}/hook", schedule)
             await asyncio.sleep(max(0.0, (slot - datetime.now(UTC)).total_seconds() - 2))
@@ -139,9 +174,18 @@ async def herd(n: int) -> tuple[list[object], dict[str, float], dict[str, float]
     duplicates = sum(len(t) - 1 for t in got.values())
     makespan = max(lags) if lags else float("nan")
     ours_rate = len(got) / makespan if lags else 0.0
-    row = [n, f"{percentile(lags, 50) * 1000:.0f}", f"{percentile(lags, 95) * 1000:.0f}",
-           f"{percentile(lags, 99) * 1000:.0f}", f"{makespan * 1000:.0f}", f"{ours_rate:.0f}",
-           duplicates, n - len(got), f"{limit['per_second']:.0f}", f"{ours_rate / limit['per_second']:.2f}"]
+    row = [
+        n,
+        f"{percentile(lags, 50) * 1000:.0f}",
+        f"{percentile(lags, 95) * 1000:.0f}",
+        f"{percentile(lags, 99) * 1000:.0f}",
+        f"{makespan * 1000:.0f}",
+        f"{ours_rate:.0f}",
+        duplicates,
+        n - len(got),
+        f"{limit['per_second']:.0f}",
+        f"{ours_rate / limit['per_second']:.2f}",
+    ]
     return row, stages, limit
 
 
@@ -150,14 +194,47 @@ async def run(sizes: tuple[int, ...] = (1_000, 10_000)) -> list[tuple[str, str]]
     for n in sizes:
         row, stages, _ = await herd(n)
         rows.append(row)
-        stage_rows.append([n, f"{stages['requested']:.0f}", f"{stages['requested99']:.0f}",
-                           f"{stages['started']:.0f}", f"{stages['started99']:.0f}",
-                           f"{stages['recorded']:.0f}"])
+        stage_rows.append(
+            [
+                n,
+                f"{stages['requested']:.0f}",
+                f"{stages['requested99']:.0f}",
+                f"{stages['started']:.0f}",
+                f"{stages['started99']:.0f}",
+                f"{stages['recorded']:.0f}",
+            ]
+        )
     return [
-        ("Herd: N webhooks, one slot (lag = agent receipt − slot)", table(
-            ["N", "p50 ms", "p95 ms", "p99 ms", "makespan ms", "deliveries/s", "duplicates",
-             "missing", "ceiling /s (plain aiohttp)", "ratio"], rows)),
-        ("Herd: where the time goes (ms after the slot, from the event store)", table(
-            ["N", "requested p50", "requested p99", "POST started p50", "POST started p99",
-             "outcome recorded p50"], stage_rows)),
+        (
+            "Herd: N webhooks, one slot (lag = agent receipt − slot)",
+            table(
+                [
+                    "N",
+                    "p50 ms",
+                    "p95 ms",
+                    "p99 ms",
+                    "makespan ms",
+                    "deliveries/s",
+                    "duplicates",
+                    "missing",
+                    "ceiling /s (plain aiohttp)",
+                    "ratio",
+                ],
+                rows,
+            ),
+        ),
+        (
+            "Herd: where the time goes (ms after the slot, from the event store)",
+            table(
+                [
+                    "N",
+                    "requested p50",
+                    "requested p99",
+                    "POST started p50",
+                    "POST started p99",
+                    "outcome recorded p50",
+                ],
+                stage_rows,
+            ),
+        ),
     ]

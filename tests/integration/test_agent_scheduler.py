@@ -54,6 +54,7 @@ async def test_recurring_and_repeat_jobs_rearm_and_stop(settings: Settings, tmp_
             clock.advance(timedelta(seconds=20))
             await eventually(lambda n=round_: _count(ran, "every", n))
         assert ran.count("twice") == 2  # stopped after two runs
+
         async def armed_jobs() -> bool:
             return {j["job_id"] for j in await scheduler._client.list()} == {"every"}
 

@@ -16,7 +16,9 @@ Two ways to handle messages:
   dispatcher uses this to keep HTTP calls outside transactions.
 
 Transient failures (database or broker gone) leave the message unacked and retry with
-backoff; any other exception is logged and the message is dead-lettered.
+backoff for as long as it takes. Any other exception is retried a few times too (an
+infrastructure fault can surface as an unexpected error); only a message that keeps
+failing is logged and dead-lettered.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ CONSUMED = Counter(
     "cronhooks_events_consumed_total", "Events taken from the queue", ["consumer", "outcome"]
 )
 TRANSIENT = (*TRANSIENT_DB_ERRORS, *TRANSIENT_AMQP_ERRORS)
+POISON_TRIES = 5  # attempts before a message that fails with a non-transient error is parked
 
 
 async def claim_event(conn: asyncpg.Connection, inbox: str, event_id: UUID) -> bool:
@@ -163,7 +166,7 @@ class Consumer:
             for message, event in parsed:
                 await self._run(message, event, self._free_one)
             return
-        delay = 0.2
+        delay, failures = 0.2, 0
         while True:
             try:
                 await self._transact(parsed)
@@ -175,7 +178,13 @@ class Consumer:
                 log.warning("consumer_transient_error", error=repr(exc), retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-            except Exception:
+            except Exception as exc:
+                failures += 1
+                if failures < POISON_TRIES:
+                    log.warning("consumer_error_retrying", error=repr(exc), retry_in=delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
                 if len(parsed) == 1:
                     message, event = parsed[0]
                     self._dead_letter_log(event)
@@ -200,7 +209,7 @@ class Consumer:
         event: Event,
         handle: Callable[[Event], Awaitable[None]],
     ) -> None:
-        delay = 0.2
+        delay, failures = 0.2, 0
         with structlog.contextvars.bound_contextvars(
             event_id=str(event.event_id), correlation_id=str(event.correlation_id)
         ):
@@ -214,7 +223,13 @@ class Consumer:
                     log.warning("consumer_transient_error", error=repr(exc), retry_in=delay)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
-                except Exception:
+                except Exception as exc:
+                    failures += 1
+                    if failures < POISON_TRIES:
+                        log.warning("consumer_error_retrying", error=repr(exc), retry_in=delay)
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, 5.0)
+                        continue
                     self._dead_letter_log(event)
                     await self._settle(message.reject(requeue=False))
                     CONSUMED.labels(self.name, "dead_lettered").inc()

@@ -25,6 +25,9 @@ TRANSIENT_DB_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.CrashShutdownError,
     asyncpg.SerializationError,
     asyncpg.DeadlockDetectedError,
+    # asyncpg's own state errors on a connection that broke mid-operation (seen when
+    # Postgres restarts under load: "cannot switch to state …").
+    asyncpg.InternalClientError,
 )
 
 

@@ -37,6 +37,7 @@ from cronhooks_common.eventstore import _COLUMNS, event_from_row
 log = structlog.get_logger(__name__)
 
 RELAY_LOCK = 0x63726F6E_72656C61  # "cronrela"
+PUBLISH_TIMEOUT = 30.0
 NOTIFY_CHANNEL = "cronhooks_outbox"
 
 PUBLISHED = Counter("cronhooks_relay_published_total", "Events published and confirmed")
@@ -100,6 +101,11 @@ class OutboxRelay:
             except (*db.TRANSIENT_DB_ERRORS, *TRANSIENT_AMQP_ERRORS) as exc:
                 log.warning("relay_interrupted", error=repr(exc))
                 await asyncio.sleep(0.5)
+            except Exception:
+                # The relay must outlive anything a broker or database restart can throw:
+                # start over with a new connection (the outbox still holds everything).
+                log.exception("relay_failed")
+                await asyncio.sleep(1.0)
             finally:
                 LEADER.set(0)
                 conn.terminate()
@@ -134,4 +140,7 @@ class OutboxRelay:
     @staticmethod
     async def _publish(events: Sequence[Event], channel: AbstractChannel) -> None:
         for round_ in publish_rounds(events):
-            await asyncio.gather(*(publish_confirmed(channel, e) for e in round_))
+            # A confirm that never comes (the broker died mid-round) must not hang the
+            # relay: time out, reconnect, publish the rows again.
+            async with asyncio.timeout(PUBLISH_TIMEOUT):
+                await asyncio.gather(*(publish_confirmed(channel, e) for e in round_))
