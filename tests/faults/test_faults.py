@@ -9,7 +9,6 @@ Each scenario prints one row of the table in the closing note of the fault-suite
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -18,7 +17,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import aio_pika
 import aiohttp
