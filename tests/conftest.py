@@ -16,11 +16,11 @@ from urllib.parse import quote
 import asyncpg
 import pytest
 
-from cronhooks_common import broker, db
+from cronhooks_common import broker, db, eventstore
 from cronhooks_common.migrate import migrate
 from cronhooks_common.relay import OutboxRelay
 from cronhooks_common.settings import Settings
-from tests.support import rabbit
+from tests.support import asyncapi, rabbit
 
 PG_SERVER = os.environ.get("CRONHOOKS_TEST_PG", "postgresql://127.0.0.1:5432")
 SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
@@ -56,7 +56,27 @@ async def database_url(template_db: str) -> AsyncIterator[str]:
     finally:
         await admin.close()
     yield dsn_for(name)
-    await _drop_database(name)
+    try:
+        await _check_events_against_asyncapi(dsn_for(name))
+    finally:
+        await _drop_database(name)
+
+
+# Events of test fixtures themselves (relay and consumer tests), not of the services.
+TEST_EVENT_PREFIXES = ("test.",)
+
+
+async def _check_events_against_asyncapi(dsn: str) -> None:
+    """Every event the services emitted in this test matches docs/asyncapi.yaml."""
+    conn = await db.connect(dsn, name="asyncapi-check")
+    try:
+        rows = await conn.fetch(f"select {eventstore._COLUMNS} from eventstore.events")
+    finally:
+        await conn.close()
+    for row in rows:
+        event = eventstore.event_from_row(row)
+        if not event.type.startswith(TEST_EVENT_PREFIXES):
+            asyncapi.validate(event.to_json())
 
 
 @pytest.fixture
