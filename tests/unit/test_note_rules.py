@@ -126,3 +126,19 @@ def test_malformed_batches() -> None:
     _, errors = parse_changes([{"path": "a", "content": ""}] * 1001, write_patterns=["*"])
     assert errors[0].kind == TOO_LARGE
     assert CONFLICT == "conflict"
+
+
+def test_text_postgres_cannot_hold_is_refused_by_name() -> None:
+    _, errors = parse_changes(
+        [
+            {"path": "a", "content": "bad\x00byte"},
+            {"path": "b", "content": "\ud800"},
+            {"path": "\udfff", "content": "x"},
+        ],
+        write_patterns=["*"],
+    )
+    assert [e.error for e in errors] == [
+        "content must not contain NUL characters",
+        "content is not valid Unicode text (lone surrogate)",
+        "path is not valid Unicode text (lone surrogate)",
+    ]

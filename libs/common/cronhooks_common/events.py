@@ -43,6 +43,30 @@ class EventType(StrEnum):
     AGENT_DELETED = "agent.deleted"
 
 
+def storable(text: str) -> str:
+    """Text that Postgres can keep in an event (jsonb refuses NUL and lone surrogates):
+    such characters become U+FFFD. For text we only record (response bodies, errors)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode()
+    return text
+
+
+def storable_json(value: Any) -> bool:
+    """True if `value` can be stored in an event unchanged."""
+    text = json.dumps(value, ensure_ascii=False)
+    if "\\u0000" in text or "\x00" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def webhook_stream(webhook_id: int) -> str:
     return f"webhook-{webhook_id}"
 

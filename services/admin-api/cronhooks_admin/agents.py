@@ -101,6 +101,8 @@ class Agents:
         description = fields.get("description") or ""
         if len(description) > 4096:
             raise InputError("description", "must be at most 4096 characters")
+        if any(ord(c) < 0x20 and c not in "\n\t" for c in description):
+            raise InputError("description", "must not contain NUL or control characters")
         token = new_agent_token()
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
@@ -205,7 +207,9 @@ class Agents:
             raise InputError("agent_callback_url", exc.reason) from None
         dedup_key = body.get("dedup_key")
         if dedup_key is not None and (
-            not isinstance(dedup_key, str) or len(dedup_key) > MAX_DEDUP_KEY
+            not isinstance(dedup_key, str)
+            or len(dedup_key) > MAX_DEDUP_KEY
+            or not dedup_key.isprintable()
         ):
             raise InputError("dedup_key", f"must be a string of at most {MAX_DEDUP_KEY} characters")
         stream = job_stream(agent.id, job_id)

@@ -119,7 +119,13 @@ async def resolve_delivery_attempts(delivery: dict[str, Any], info: Info) -> lis
     return await ctx.attempts.load(delivery["id"])
 
 
+def _check_glob(field: str, value: str) -> None:
+    if "\x00" in value or any(ord(c) < 0x20 for c in value) or len(value.encode()) > 512:
+        raise bad_input(field, "must be at most 512 bytes, without NUL or control characters")
+
+
 async def note(_: Any, info: Info, path: str) -> dict[str, Any] | None:
+    _check_glob("path", path)
     row = await info.context.pool.fetchrow("select * from admin.notes where path = $1", path)
     return None if row is None else dict(row)
 
@@ -127,6 +133,7 @@ async def note(_: Any, info: Info, path: str) -> dict[str, Any] | None:
 async def notes(_: Any, info: Info, pattern: str = "*", limit: int = 100) -> list[dict[str, Any]]:
     if not 1 <= limit <= MAX_LIMIT:
         raise bad_input("limit", f"must be from 1 to {MAX_LIMIT}")
+    _check_glob("pattern", pattern)
     rows = await info.context.pool.fetch(
         "select * from admin.notes where path like $1 order by path", like_prefix(pattern)
     )

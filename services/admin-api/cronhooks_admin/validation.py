@@ -68,7 +68,11 @@ def _int_range(field: str, value: int, low: int, high: int) -> int:
 
 
 def _text(field: str, value: str, limit: int) -> str:
-    if len(value.encode()) > limit:
+    try:
+        size = len(value.encode())
+    except UnicodeEncodeError:
+        raise InputError(field, "must be valid Unicode text") from None
+    if size > limit:
         raise InputError(field, f"must be at most {limit} bytes")
     if "\x00" in value:
         raise InputError(field, "must not contain NUL characters")
@@ -147,4 +151,6 @@ def check_idempotency_key(key: str | None) -> str | None:
         return None
     if not key or len(key) > MAX_IDEMPOTENCY_KEY:
         raise InputError("idempotencyKey", f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+    if not key.isprintable():
+        raise InputError("idempotencyKey", "must contain printable characters only")
     return key

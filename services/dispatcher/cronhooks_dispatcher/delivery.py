@@ -29,7 +29,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.events import Causation, Event, EventType, NewEvent
+from cronhooks_common.events import Causation, Event, EventType, NewEvent, storable
 from cronhooks_common.signing import signature_headers, signing_key
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher import health, payload, sender
@@ -190,7 +190,7 @@ class Dispatcher:
                 request_body=payload.redacted(body),
                 response_status=result.status,
                 response_body=(
-                    result.body[:MAX_LOGGED_RESPONSE].decode("utf-8", "replace")
+                    storable(result.body[:MAX_LOGGED_RESPONSE].decode("utf-8", "replace"))
                     if result.status is not None
                     else None
                 ),

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from cronhooks_common.events import storable, storable_json
 from cronhooks_dispatcher.sender import HttpResult
 
 EXCERPT = 200
@@ -20,7 +21,7 @@ class Outcome:
 
 
 def excerpt(body: bytes, limit: int = EXCERPT) -> str:
-    text = body.decode("utf-8", "replace").strip()
+    text = storable(body.decode("utf-8", "replace").strip())
     return text if len(text) <= limit else text[:limit] + "…"
 
 
@@ -40,11 +41,13 @@ def classify(result: HttpResult) -> Outcome:
     answer = _json_object(result.body)
     if answer is None:
         return Outcome(True)  # empty or non-JSON 2xx: success, nothing to import
+    if not storable_json(answer):
+        return Outcome(False, "the answer contains NUL characters or invalid Unicode")
     if answer.get("status") == "error":
         message = answer.get("message")
-        return Outcome(
-            False, f"agent reported error: {message}" if message else "agent reported error"
-        )
+        if message:
+            return Outcome(False, f"agent reported error: {str(message)[:EXCERPT]}")
+        return Outcome(False, "agent reported error")
     changes = answer.get("changes")
     if changes is None or changes == []:
         return Outcome(True)

@@ -14,6 +14,7 @@ the same checks and store as synchronous answers (imports.py), at the token's de
 from __future__ import annotations
 
 import json
+import unicodedata
 import uuid
 from typing import Any
 
@@ -27,7 +28,15 @@ from cronhooks_common.events import Causation, EventType, NewEvent
 from cronhooks_common.globs import like_prefix
 from cronhooks_common.tokens import ApiClaims, ApiTokens, TokenError
 from cronhooks_importer.imports import BATCHES, import_changes
-from cronhooks_importer.rules import CONFLICT, FORBIDDEN, INVALID, TOO_LARGE, allowed
+from cronhooks_importer.rules import (
+    CONFLICT,
+    FORBIDDEN,
+    INVALID,
+    TOO_LARGE,
+    allowed,
+    path_problem,
+    pattern_problem,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +71,9 @@ def add_token_api(
     async def list_notes(request: web.Request) -> web.Response:
         claims = claims_of(request)
         pattern = request.query.get("pattern", "*")
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            return _error(400, f"pattern: {problem}")
         rows = await pool.fetch(
             "select path, content_hash, version, updated_at from importer.notes"
             " where path like $1 order by path",
@@ -81,7 +93,10 @@ def add_token_api(
 
     async def get_note(request: web.Request) -> web.Response:
         claims = claims_of(request)
-        path = request.match_info["path"]
+        path = unicodedata.normalize("NFC", request.match_info["path"])
+        problem = path_problem(path)
+        if problem is not None:
+            return _error(400, problem)
         if not allowed(path, claims.read_patterns):
             return _error(403, f"{path} is outside the token's read_patterns")
         row = await pool.fetchrow("select * from importer.notes where path = $1", path)

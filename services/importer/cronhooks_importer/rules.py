@@ -41,6 +41,14 @@ class ChangeError:
         return {"path": self.path, "error": self.error}
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def content_hash(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
@@ -49,6 +57,8 @@ def path_problem(path: str) -> str | None:
     """Why `path` is not a valid note path, or None."""
     if not path:
         return "path is empty"
+    if not _is_utf8(path):
+        return "path is not valid Unicode text (lone surrogate)"
     if len(path.encode()) > MAX_PATH_BYTES:
         return f"path is longer than {MAX_PATH_BYTES} bytes"
     if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in path):
@@ -68,6 +78,17 @@ def path_problem(path: str) -> str | None:
 
 
 allowed = matches_any  # shell-style globs over the whole path; `*` also matches `/`
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a glob cannot be used to list notes, or None."""
+    if not _is_utf8(pattern):
+        return "not valid Unicode text"
+    if len(pattern.encode()) > MAX_PATH_BYTES:
+        return f"longer than {MAX_PATH_BYTES} bytes"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in pattern):
+        return "contains NUL or control characters"
+    return None
 
 
 def parse_changes(
@@ -94,6 +115,10 @@ def parse_changes(
         problem = path_problem(path)
         if problem is None and not isinstance(content, str):
             problem = "content must be a string"
+        if problem is None and not _is_utf8(content):  # type: ignore[arg-type]
+            problem = "content is not valid Unicode text (lone surrogate)"
+        if problem is None and "\x00" in content:  # type: ignore[operator]
+            problem = "content must not contain NUL characters"
         if problem is None and expected is not None and not isinstance(expected, str):
             problem = "expected_hash must be a string"
         if problem is None and expected and not _HASH.match(expected):

@@ -1,0 +1,352 @@
+"""The bad-input suite: property tests (hypothesis) throwing odd input at every surface —
+GraphQL, the token API, the agent-cron API and the answers of agents. Each must come back
+as a named error or a recorded failure: never a 500, never a crash, never half-written."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+from aiohttp import web
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.settings import Settings
+from cronhooks_common.tokens import ApiTokens
+from tests.support.agent import Agent, Received
+from tests.support.flows import create_webhook, finished, trigger
+from tests.support.inprocess import Running, admin_token, running
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")),  # FUZZ_EXAMPLES=1000 digs deeper
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+odd_text = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=20),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "\x00",
+            "../../etc/passwd",
+            "a//b",
+            "/abs",
+            "\u202e",
+            "😀" * 50,
+            "x" * 5000,
+            "null",
+            "[]",
+            "{}",
+            "* * * * *",
+            "@daily",
+            "61 * * * *",
+            "http://127.0.0.1/",
+            "http://[::1]/",
+            "http://169.254.169.254/",
+            "http://0x7f.1/",
+            "http://2130706433/",
+            "https://agent.example/hook",
+            "whsec_!!!",
+            "Europe/Berlin",
+            "Mars/Base",
+        ]
+    ),
+)
+odd_int = st.one_of(st.integers(-10, 1000), st.sampled_from([-(2**31), 2**31 - 1, 0, 1, 900, 901]))
+odd_value = st.one_of(
+    odd_text,
+    odd_int,
+    st.booleans(),
+    st.none(),
+    st.lists(odd_text, max_size=4),
+    st.floats(allow_nan=False),
+    st.dictionaries(odd_text, odd_text, max_size=2),
+)
+
+CREATE_FIELDS = [
+    "url",
+    "cronSchedule",
+    "instruction",
+    "secret",
+    "passApiKey",
+    "timeoutSeconds",
+    "maxDepth",
+    "maxRetries",
+    "enabled",
+    "description",
+    "readPatterns",
+    "writePatterns",
+    "timezone",
+    "concurrencyPolicy",
+    "catchUpPolicy",
+    "misfireGraceSeconds",
+    "idempotencyKey",
+]
+
+
+# Things made once per test (per database) and reused by its examples.
+_ONCE: dict[tuple[str, str], Any] = {}
+
+
+@pytest.fixture
+async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, Settings]]:
+    settings = dataclasses.replace(settings, allow_private_targets=False)
+    async with running(settings, ManualClock(datetime.now(UTC))) as r:
+        yield r, await admin_token(settings.database_url), settings
+
+
+async def event_count(dsn: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return int(await conn.fetchval("select count(*) from eventstore.events"))
+    finally:
+        await conn.close()
+
+
+async def post_graphql(r: Running, token: str, query: str, variables: Any) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{r.urls['admin-api']}/graphql",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"query": query, "variables": variables},
+        ) as resp,
+    ):
+        return resp.status, await resp.json(content_type=None)
+
+
+def no_crash(status: int, body: Any) -> None:
+    assert status < 500, body
+    for error in body.get("errors", []) if isinstance(body, dict) else []:
+        assert "Unexpected error" not in error["message"], error
+        assert error["message"], error
+
+
+@FUZZ
+@given(
+    fields=st.dictionaries(st.sampled_from(CREATE_FIELDS), odd_value, max_size=8),
+    base=st.booleans(),
+)
+async def test_graphql_create_never_crashes_and_never_half_writes(system, fields, base) -> None:  # type: ignore[no-untyped-def]
+    r, token, settings = system
+    payload = {"url": "https://agent.example/hook", "cronSchedule": "*/5 * * * *"} if base else {}
+    payload.update(fields)
+    before = await event_count(settings.database_url)
+    status, body = await post_graphql(
+        r,
+        token,
+        """mutation($input: CreateCronWebhookInput!) {
+        createCronWebhook(input: $input) { secret cronWebhook { id } } }""",
+        {"input": payload},
+    )
+    no_crash(status, body)
+    after = await event_count(settings.database_url)
+    if body.get("errors"):
+        assert after == before  # nothing half-written
+        first = body["errors"][0]
+        if first.get("extensions", {}).get("code") == "BAD_USER_INPUT":
+            assert first["extensions"]["field"] in [*CREATE_FIELDS, "limit"]
+    else:
+        assert after in (before, before + 1)  # one event, or none for a repeated idempotency key
+
+
+@FUZZ
+@given(
+    fields=st.dictionaries(st.sampled_from(CREATE_FIELDS[:-1]), odd_value, max_size=6),
+    target=st.one_of(st.just("existing"), odd_int),
+)
+async def test_graphql_update_never_crashes(system, fields, target) -> None:  # type: ignore[no-untyped-def]
+    r, token, settings = system
+    if not hasattr(test_graphql_update_never_crashes, "hook"):
+        test_graphql_update_never_crashes.hook = (
+            await create_webhook(  # type: ignore[attr-defined]
+                r, token, "https://agent.example/hook"
+            )
+        )[0]
+    hook_id = test_graphql_update_never_crashes.hook if target == "existing" else target  # type: ignore[attr-defined]
+    before = await event_count(settings.database_url)
+    status, body = await post_graphql(
+        r,
+        token,
+        """mutation($input: UpdateCronWebhookInput!) {
+        updateCronWebhook(input: $input) { cronWebhook { id cronSchedule nextRunAt } } }""",
+        {"input": {"id": hook_id, **fields}},
+    )
+    no_crash(status, body)
+    if body.get("errors"):
+        assert await event_count(settings.database_url) == before
+
+
+def api_token(settings: Settings, **claims: Any) -> str:
+    return ApiTokens(
+        master_key=settings.secret_key, issuer=settings.public_url, ttl_seconds=600
+    ).mint(
+        webhook_id=1,
+        delivery_id=1,
+        depth=claims.get("depth", 1),
+        read_patterns=claims.get("read", ["*"]),
+        write_patterns=claims.get("write", ["fuzz/*"]),
+        now=datetime.now(UTC),
+        max_depth=claims.get("max_depth", 2),
+    )
+
+
+change = st.dictionaries(
+    st.sampled_from(["path", "content", "expected_hash", "extra"]), odd_value, max_size=4
+)
+push_body = st.one_of(
+    st.builds(lambda cs: {"changes": cs}, st.lists(change, max_size=5)),
+    st.builds(lambda cs: {"changes": cs}, odd_value),
+    odd_value.map(lambda v: {"notes": v}),
+    odd_value,
+)
+
+
+@FUZZ
+@given(body=push_body, raw=st.one_of(st.none(), st.binary(max_size=200)))
+async def test_token_api_answers_with_listed_statuses_only(system, body, raw) -> None:  # type: ignore[no-untyped-def]
+    r, _, settings = system
+    before = await event_count(settings.database_url)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{r.urls['importer']}/api/notes",
+            headers={"Authorization": f"Bearer {api_token(settings)}"},
+            data=raw if raw is not None else json.dumps(body),
+        ) as resp,
+    ):
+        assert resp.status in (200, 400, 403, 409, 413), await resp.text()
+        answer = await resp.json(content_type=None)
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        changed = await conn.fetchval(
+            "select count(*) from eventstore.events where type = 'note.changed'"
+        )
+        imports = await conn.fetchval(
+            "select count(*) from eventstore.events where type like 'notes.%'"
+        )
+    finally:
+        await conn.close()
+    if resp.status != 200:
+        assert "error" in answer or "errors" in answer
+        # a rejection writes no note.changed (only, for a batch, its notes.rejected verdict)
+        assert await event_count(settings.database_url) - before <= 1
+    assert changed + imports == await event_count(settings.database_url)
+
+
+@FUZZ
+@given(path=odd_text)
+async def test_token_api_reads_odd_paths(system, path) -> None:  # type: ignore[no-untyped-def]
+    r, _, settings = system
+    async with aiohttp.ClientSession() as session:
+        url = (
+            f"{r.urls['importer']}/api/notes/{aiohttp.helpers.quote(path, safe='/')}"
+            if path
+            else f"{r.urls['importer']}/api/notes/x"
+        )
+        async with session.get(
+            url, headers={"Authorization": f"Bearer {api_token(settings, read=['fuzz/*'])}"}
+        ) as resp:
+            assert resp.status in (200, 400, 403, 404), await resp.text()
+        async with session.get(
+            f"{r.urls['importer']}/api/notes",
+            params={"pattern": path},
+            headers={"Authorization": f"Bearer {api_token(settings)}"},
+        ) as resp:
+            assert resp.status in (200, 400), await resp.text()
+
+
+@FUZZ
+@given(
+    body=st.one_of(
+        st.dictionaries(
+            st.sampled_from(["job_id", "fire_at", "agent_callback_url", "dedup_key", "x"]),
+            odd_value,
+            max_size=5,
+        ),
+        odd_value,
+    )
+)
+async def test_agent_cron_provision_answers_200_or_a_named_400(system, body) -> None:  # type: ignore[no-untyped-def]
+    r, admin, _settings = system
+    if not hasattr(test_agent_cron_provision_answers_200_or_a_named_400, "token"):
+        _, created = await post_graphql(
+            r,
+            admin,
+            """mutation { createAgent(input: {
+            instanceId: "fuzz", callbackUrl: "https://agent.example/"}) { accessToken } }""",
+            {},
+        )
+        test_agent_cron_provision_answers_200_or_a_named_400.token = created["data"]["createAgent"][
+            "accessToken"
+        ]  # type: ignore[attr-defined]
+    token = test_agent_cron_provision_answers_200_or_a_named_400.token  # type: ignore[attr-defined]
+    async with aiohttp.ClientSession() as session:
+        for path in ("provision", "cancel"):
+            async with session.post(
+                f"{r.urls['admin-api']}/api/agent-cron/{path}",
+                json=body,
+                headers={"Authorization": f"Bearer {token}"},
+            ) as resp:
+                answer = await resp.json(content_type=None)
+                assert resp.status in (200, 400), answer
+                if resp.status == 400:
+                    assert answer["field"] and answer["error"]
+
+
+agent_answer = st.tuples(
+    st.sampled_from([200, 201, 202, 204, 301, 400, 404, 410, 429, 500, 503]),
+    st.one_of(
+        st.binary(max_size=300),
+        odd_value.map(lambda v: json.dumps(v).encode()),
+        st.builds(
+            lambda cs: json.dumps({"status": "ok", "changes": cs}).encode(),
+            st.lists(change, max_size=3),
+        ),
+    ),
+    st.sampled_from([None, "5", "soon", "Mon, 09 Feb 2026 09:05:00 GMT", "-1"]),
+)
+
+
+@pytest.fixture
+async def loopback_system(settings: Settings) -> AsyncIterator[tuple[Running, str, Agent]]:
+    """Private targets allowed: the agent of this property listens on loopback."""
+    settings = dataclasses.replace(settings, allow_private_targets=True)
+    agent = await Agent().start()
+    async with running(settings, ManualClock(datetime.now(UTC))) as r:
+        yield r, await admin_token(settings.database_url), agent
+    await agent.stop()
+
+
+@FUZZ
+@given(answer=agent_answer)
+async def test_any_agent_answer_is_recorded_as_success_or_failure(loopback_system, answer) -> None:  # type: ignore[no-untyped-def]
+    r, token, agent = loopback_system
+    status, body, retry_after = answer
+    headers = {"Retry-After": retry_after} if retry_after else {}
+
+    async def respond(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=status, body=body, headers=headers)
+
+    name = f"a{len(agent.routes)}"
+    hook_id, _ = await create_webhook(
+        r, token, agent.url_for(name, respond), writePatterns=["fuzz/*"]
+    )
+    d = await finished(r, token, await trigger(r, token, hook_id), timeout=20)
+    assert d["status"] in ("success", "failed")
+    assert d["status"] == "failed" or 200 <= status < 300
+    if d["status"] == "failed":
+        assert d["error"]
+    [attempt] = d["attempts"]
+    assert attempt["responseStatus"] == status
