@@ -17,22 +17,15 @@ from cronhooks_common.settings import Settings
 from cronhooks_scheduler.firing import fire_due
 from cronhooks_scheduler.loop import SchedulerLoop
 from tests.support.agent import Agent
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.inprocess import Running, admin_token, eventually, running, window_start
 
 CREATE = """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
   secret cronWebhook { id nextRunAt } } }"""
 
 
-def near_real_time() -> datetime:
-    """2.5 minutes into the current 5-minute window: signatures stay verifiable (the
-    Standard Webhooks verifier refuses timestamps far from the real clock)."""
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    return now - timedelta(minutes=now.minute % 5) + timedelta(minutes=2, seconds=30)
-
-
 @pytest.fixture
 async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
-    clock = ManualClock(near_real_time())
+    clock = ManualClock(window_start())
     agent = await Agent().start()
     async with running(settings, clock) as r:
         yield r, await admin_token(settings.database_url), clock, agent

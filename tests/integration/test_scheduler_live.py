@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 import pytest
@@ -13,18 +13,12 @@ import pytest
 from cronhooks_common.clock import ManualClock, iso
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.inprocess import Running, admin_token, eventually, running, window_start
 
 CREATE = """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
   cronWebhook { id nextRunAt } } }"""
 UPDATE = """mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) {
   cronWebhook { id nextRunAt enabled } } }"""
-
-
-def window_start() -> datetime:
-    """2.5 minutes into the current 5-minute window of the real clock."""
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    return now - timedelta(minutes=now.minute % 5) + timedelta(minutes=2, seconds=30)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -80,6 +81,14 @@ async def running(
         await asyncio.gather(relay, return_exceptions=True)
         await amqp.close()
         await pool.close()
+
+
+def window_start() -> datetime:
+    """2.5 minutes into the current 5-minute window of the real clock: a ManualClock start
+    whose signatures stay verifiable (the Standard Webhooks verifier refuses timestamps
+    far from the real clock) and whose next */5 slot is 2.5 minutes away."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    return now - timedelta(minutes=now.minute % 5) + timedelta(minutes=2, seconds=30)
 
 
 async def admin_token(database_url: str, name: str = "test") -> str:

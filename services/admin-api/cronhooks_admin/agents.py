@@ -154,11 +154,9 @@ class Agents:
             )
             if updated is None:
                 raise NotFound("agent", agent_id)
-            version = await eventstore.stream_version(conn, agent_stream(agent_id))
-            await self._append(
+            await self._append_next(
                 conn,
                 agent_stream(agent_id),
-                version,
                 EventType.AGENT_TOKEN_ROTATED,
                 {"agent_id": agent_id},
                 admin.actor,
@@ -176,11 +174,9 @@ class Agents:
             )
             if updated is None:
                 raise NotFound("agent", agent_id)
-            version = await eventstore.stream_version(conn, agent_stream(agent_id))
-            await self._append(
+            await self._append_next(
                 conn,
                 agent_stream(agent_id),
-                version,
                 EventType.AGENT_DELETED,
                 {"agent_id": agent_id},
                 admin.actor,
@@ -305,12 +301,9 @@ class Agents:
         )
         if row is None:
             return  # unknown or no longer armed: cancelling is idempotent
-        stream = job_stream(agent_id, job_id)
-        version = await eventstore.stream_version(conn, stream)
-        await self._append(
+        await self._append_next(
             conn,
-            stream,
-            version,
+            job_stream(agent_id, job_id),
             EventType.TRIGGER_CANCELLED,
             {
                 "agent_id": agent_id,
@@ -327,6 +320,13 @@ class Agents:
             job_id,
             self.clock.now(),
         )
+
+    async def _append_next(
+        self, conn: asyncpg.Connection, stream: str, kind: str, data: dict[str, Any], actor: str
+    ) -> None:
+        """Append after whatever the stream holds (callers hold the lock that orders them)."""
+        version = await eventstore.stream_version(conn, stream)
+        await self._append(conn, stream, version, kind, data, actor)
 
     async def _append(
         self,
