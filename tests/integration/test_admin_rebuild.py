@@ -155,7 +155,9 @@ async def test_stats_and_consecutive_failures(system) -> None:  # type: ignore[n
     async def settled() -> dict | None:  # type: ignore[type-arg]
         _, body = await r.graphql(token, query)
         hook_data = body["data"]["cronWebhook"]
-        return hook_data if hook_data["stats"]["last24h"]["total"] == 5 else None
+        # The row and the stats are read on separate snapshots: wait until both are final.
+        final = hook_data["stats"]["last24h"]["total"] == 5 and hook_data["lastDeliveryStatus"]
+        return hook_data if final and hook_data["consecutiveFailures"] == 2 else None
 
     data = await eventually(settled)
     day = data["stats"]["last24h"]

@@ -90,7 +90,9 @@ async def test_scheduled_slot_reaches_the_agent_signed(system, settings: Setting
             cronWebhook(id: {hook_id}) {{ nextRunAt lastDeliveryStatus }} }}""",
         )
         d = b["data"]["cronWebhookDeliveries"]
-        return b["data"] if d and d[0]["status"] == "success" else None
+        # Root fields resolve concurrently, each on its own snapshot: wait for both.
+        done = d and d[0]["status"] == "success"
+        return b["data"] if done and b["data"]["cronWebhook"]["lastDeliveryStatus"] else None
 
     data = await eventually(delivered)
     [delivery] = data["cronWebhookDeliveries"]
