@@ -32,7 +32,10 @@ async def main(names: list[str]) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("suites", nargs="*", choices=sorted(SUITES), default=sorted(SUITES))
+    parser.add_argument("suites", nargs="*", metavar="suite", help=f"any of {sorted(SUITES)}")
     args = parser.parse_args()
+    unknown = set(args.suites) - set(SUITES)
+    if unknown:
+        parser.error(f"unknown suite(s) {sorted(unknown)}; choose from {sorted(SUITES)}")
     configure_logging("bench", "console", level=logging.WARNING)
-    asyncio.run(main(args.suites))
+    asyncio.run(main(args.suites or list(SUITES)))

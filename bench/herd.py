@@ -189,6 +189,42 @@ async def herd(n: int) -> tuple[list[object], dict[str, float], dict[str, float]
     return row, stages, limit
 
 
+async def steady(n: int = 1_000, minutes: int = 3) -> list[object]:
+    """Steady load: N webhooks every minute (`* * * * *`) for a few minutes; lag of every
+    delivery after the first minute (warm caches, keep-alive connections)."""
+    proc, agent = await start_agent()
+    try:
+        async with (
+            running_cluster() as cluster,
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session,
+        ):
+            await create_webhooks(cluster, session, n, f"{agent}/hook", "* * * * *")
+            first = (datetime.now(UTC) + timedelta(minutes=1)).replace(second=0, microsecond=0)
+            slots = [first + timedelta(minutes=i) for i in range(1, minutes + 1)]
+            await asyncio.sleep(max(0.0, (first - datetime.now(UTC)).total_seconds() + 20))
+            await session.post(f"{agent}/reset")  # from here on: the measured minutes
+            await asyncio.sleep(max(0.0, (slots[-1] - datetime.now(UTC)).total_seconds() + 30))
+            got = await received(session, agent)
+    finally:
+        proc.terminate()
+        await proc.wait()
+    lags = []
+    for times in got.values():
+        for at in times:
+            slot = max(s for s in slots if s.timestamp() <= at + 0.5)
+            lags.append(at - slot.timestamp())
+    expected = n * minutes
+    return [
+        n,
+        minutes,
+        len(lags),
+        expected - len(lags),
+        f"{percentile(lags, 50) * 1000:.0f}",
+        f"{percentile(lags, 99) * 1000:.0f}",
+        f"{max(lags) * 1000:.0f}",
+    ]
+
+
 async def run(sizes: tuple[int, ...] = (1_000, 10_000)) -> list[tuple[str, str]]:
     rows, stage_rows = [], []
     for n in sizes:
