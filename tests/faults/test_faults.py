@@ -138,53 +138,59 @@ async def start_herd(c: Cluster, settings: Settings, agent: Agent) -> Herd:
 
 
 async def settle(h: Herd, settings: Settings, timeout: float = 240) -> dict[str, int]:
-    """Wait until every requested delivery has finished, then check every promise."""
+    """Wait until every requested delivery has finished, then check every promise.
+
+    The check and every row it judges come from one repeatable-read snapshot: the herd's
+    webhooks fire every minute, and a minute boundary between two reads would otherwise
+    count the next minute's in-flight deliveries as lost."""
     deadline = time.monotonic() + timeout
     while True:
         conn = await db(settings.database_url)
         try:
-            row = await conn.fetchrow("""
-                select (select count(*) from scheduler.slot_requests) as slots,
-                       (select count(*) from eventstore.events where type = 'delivery.requested'
-                          and (data->>'attempt')::int = 1) as requested,
-                       (select count(distinct data->>'delivery_id') from eventstore.events
-                          where type in ('delivery.succeeded', 'delivery.failed')) as finished,
-                       (select count(*) from eventstore.outbox) as unpublished,
-                       (select min(due_at) from scheduler.timers) as next_due""")
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                row = await conn.fetchrow("""
+                    select (select count(*) from scheduler.slot_requests) as slots,
+                           (select count(*) from eventstore.events where type = 'delivery.requested'
+                              and (data->>'attempt')::int = 1) as requested,
+                           (select count(distinct data->>'delivery_id') from eventstore.events
+                              where type in ('delivery.succeeded', 'delivery.failed')) as finished,
+                           (select count(*) from eventstore.outbox) as unpublished,
+                           (select min(due_at) from scheduler.timers) as next_due,
+                           now() as snapshot_at""")
+                settled = (
+                    row["next_due"] is not None
+                    and row["next_due"] > row["snapshot_at"]
+                    and row["finished"] == row["requested"] == row["slots"]
+                    and row["unpublished"] == 0
+                )
+                if settled:
+                    slots = await conn.fetch(
+                        "select webhook_id, slot, delivery_id from scheduler.slot_requests"
+                    )
+                    timers = {
+                        r["subject"]: r["due_at"]
+                        for r in await conn.fetch("select subject, due_at from scheduler.timers")
+                    }
+                    succeeded = {
+                        r["id"]
+                        for r in await conn.fetch(
+                            "select (data->>'delivery_id')::bigint as id from eventstore.events"
+                            " where type = 'delivery.succeeded'"
+                        )
+                    }
+                    event_ids = {
+                        str(r["event_id"])
+                        for r in await conn.fetch("select event_id from eventstore.events")
+                    }
+                    notes = {r["path"] for r in await conn.fetch("select path from importer.notes")}
         finally:
             await conn.close()
-        caught_up = row["next_due"] is not None and row["next_due"] > datetime.now(UTC)
-        if (
-            caught_up
-            and row["finished"] == row["requested"] == row["slots"]
-            and row["unpublished"] == 0
-        ):
+        if settled:
             break
         if time.monotonic() > deadline:
             raise AssertionError(f"herd did not settle: {dict(row)}")
         await asyncio.sleep(0.5)
-    await asyncio.sleep(1.0)  # the last published events reach our subscriber
-    conn = await db(settings.database_url)
-    try:
-        slots = await conn.fetch(
-            "select webhook_id, slot, delivery_id from scheduler.slot_requests"
-        )
-        timers = {
-            r["subject"]: r["due_at"]
-            for r in await conn.fetch("select subject, due_at from scheduler.timers")
-        }
-        succeeded = {
-            r["id"]
-            for r in await conn.fetch(
-                "select (data->>'delivery_id')::bigint as id from eventstore.events where type = 'delivery.succeeded'"
-            )
-        }
-        event_ids = {
-            str(r["event_id"]) for r in await conn.fetch("select event_id from eventstore.events")
-        }
-        notes = {r["path"] for r in await conn.fetch("select path from importer.notes")}
-    finally:
-        await conn.close()
+    await asyncio.sleep(1.0)  # the last published events of the snapshot reach our subscriber
     # One delivery id per slot, and no gap: every minute up to the timer's next slot.
     by_webhook: dict[int, list[datetime]] = {}
     for r in slots:
