@@ -20,6 +20,7 @@ from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher.delivery import INBOX, Dispatcher
 from cronhooks_dispatcher.fire import FireCaller
+from cronhooks_dispatcher.lookup import DeliveryLookups
 from cronhooks_dispatcher.recording import RecordWriter
 
 ROUTING_KEYS = (
@@ -67,6 +68,7 @@ class DispatcherService:
             clock=rt.clock,
             writer=self._writer,
             allow_private=rt.settings.allow_private_targets,
+            lookups=DeliveryLookups(rt.pool),
         )
         fires = FireCaller(
             pool=rt.pool,

@@ -33,6 +33,7 @@ from cronhooks_common.events import Causation, Event, EventType, NewEvent, stora
 from cronhooks_common.signing import signature_headers, signing_key
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher import health, payload, sender
+from cronhooks_dispatcher.lookup import DeliveryLookups, LookupKey
 from cronhooks_dispatcher.outcome import Outcome, classify, import_outcome
 from cronhooks_dispatcher.recording import Attempt as AttemptRow
 from cronhooks_dispatcher.recording import Health, Record, RecordWriter
@@ -89,6 +90,7 @@ class Dispatcher:
     clock: Clock
     writer: RecordWriter
     allow_private: bool
+    lookups: DeliveryLookups
 
     async def handle(self, event: Event) -> None:
         if event.type == EventType.DELIVERY_REQUESTED:
@@ -155,14 +157,9 @@ class Dispatcher:
         with structlog.contextvars.bound_contextvars(
             delivery_id=request["delivery_id"], webhook_id=request["webhook_id"]
         ):
-            # One round trip: handled before? and the webhook's current secret.
-            handled, sealed = await self.pool.fetchrow(
-                """
-                select exists (select 1 from dispatcher.inbox where event_id = $1),
-                       (select ciphertext from shared.webhook_secrets where webhook_id = $2)
-                """,
-                event.event_id,
-                request["webhook_id"],
+            # Handled before? and the webhook's current secret (batched with the burst).
+            handled, sealed = await self.lookups.load(
+                LookupKey(event.event_id, int(request["webhook_id"]))
             )
             if handled:
                 return
