@@ -31,12 +31,14 @@ async def test_a_burst_is_one_query_and_every_answer_matches_its_key(pool: async
         lookups.load(LookupKey(handled, 1)),
         lookups.load(LookupKey(orphan, 99)),  # the webhook's secret is gone
         lookups.load(LookupKey(fresh, 1)),
+        lookups.load(LookupKey(handled)),  # a one-shot fire asks only the inbox
     )
     assert got == [
         Lookup(False, b"two"),
         Lookup(True, b"one"),
         Lookup(False, None),
         Lookup(False, b"one"),
+        Lookup(True, None),
     ]
     assert queries == 1
 

@@ -55,6 +55,7 @@ class DispatcherService:
             auto_decompress=True,
         )
         self._writer.start()
+        lookups = DeliveryLookups(rt.pool)  # one loader: a burst of both kinds is one query
         dispatcher = Dispatcher(
             pool=rt.pool,
             http=self._http,
@@ -68,7 +69,7 @@ class DispatcherService:
             clock=rt.clock,
             writer=self._writer,
             allow_private=rt.settings.allow_private_targets,
-            lookups=DeliveryLookups(rt.pool),
+            lookups=lookups,
         )
         fires = FireCaller(
             pool=rt.pool,
@@ -78,6 +79,7 @@ class DispatcherService:
             writer=self._writer,
             issuer=rt.settings.public_url,
             allow_private=rt.settings.allow_private_targets,
+            lookups=lookups,
         )
 
         async def handle(event: Event) -> None:

@@ -29,6 +29,7 @@ from cronhooks_common.events import Causation, Event, EventType, NewEvent
 from cronhooks_common.keys import SigningKey, active_key
 from cronhooks_common.signing import USER_AGENT
 from cronhooks_dispatcher import sender
+from cronhooks_dispatcher.lookup import DeliveryLookups, LookupKey
 from cronhooks_dispatcher.recording import Record, RecordWriter
 from cronhooks_dispatcher.retry import retry_after
 
@@ -56,6 +57,7 @@ class FireCaller:
     writer: RecordWriter
     issuer: str
     allow_private: bool
+    lookups: DeliveryLookups
     _key: SigningKey | None = field(default=None, init=False)
     _key_loaded: float = field(default=0.0, init=False)
 
@@ -85,10 +87,7 @@ class FireCaller:
     async def handle(self, event: Event) -> None:
         d = event.data
         with structlog.contextvars.bound_contextvars(job_id=d["job_id"], fire_id=d["fire_id"]):
-            if await self.pool.fetchval(
-                "select exists (select 1 from dispatcher.inbox where event_id = $1)",
-                event.event_id,
-            ):
+            if (await self.lookups.load(LookupKey(event.event_id))).handled:
                 return
             now = self.clock.now()
             body = json.dumps({"job_id": d["job_id"], "fire_at": d["fire_at"]}).encode()

@@ -1,7 +1,8 @@
 """Before each POST the dispatcher asks: was this request handled before (inbox), and what
-is the webhook's sealed secret? A herd arrives as a burst of messages; asking once per
-message costs a database round trip each, about as much CPU as the POST itself. The
-loader gathers the questions of one event-loop iteration into one query."""
+is the webhook's sealed secret (none for a one-shot fire)? A herd arrives as a burst of
+messages; asking once per message costs a database round trip each, about as much CPU as
+the POST itself. The loader gathers the questions of one event-loop iteration into one
+query."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ class Lookup(NamedTuple):
 
 class LookupKey(NamedTuple):
     event_id: UUID
-    webhook_id: int
+    webhook_id: int | None = None  # None: only the inbox question (a one-shot fire)
 
 
 _SQL = """
