@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 import aiohttp
 import asyncpg
 
+from bench import cpu
 from bench.common import percentile, table
 from bench.harness import free_port, running_cluster
 from cronhooks_common.signing import generate_secret, signature_headers, signing_key
@@ -141,7 +142,9 @@ async def breakdown(dsn: str) -> dict[str, float]:
         await conn.close()
 
 
-async def herd(n: int) -> tuple[list[object], dict[str, float], dict[str, float]]:
+async def herd(
+    n: int,
+) -> tuple[list[object], dict[str, float], dict[str, float], dict[str, float]]:
     proc, agent = await start_agent()
     try:
         async with (
@@ -157,12 +160,14 @@ async def herd(n: int) -> tuple[list[object], dict[str, float], dict[str, float]
             await create_webhooks(cluster, session, n, f"{agent}/hook", schedule)
             await asyncio.sleep(max(0.0, (slot - datetime.now(UTC)).total_seconds() - 2))
             await session.post(f"{agent}/reset")
+            cpu_before = cpu.snapshot()
             deadline = slot.timestamp() + 120
             while time.time() < deadline:
                 got = await received(session, agent)
                 if len(got) >= n:
                     break
                 await asyncio.sleep(0.25)
+            cpu_spent = cpu.spent_ms(cpu_before, cpu.snapshot())
             await asyncio.sleep(1.0)
             got = await received(session, agent)
             stages = await breakdown(cluster.dsn)
@@ -186,7 +191,7 @@ async def herd(n: int) -> tuple[list[object], dict[str, float], dict[str, float]
         f"{limit['per_second']:.0f}",
         f"{ours_rate / limit['per_second']:.2f}",
     ]
-    return row, stages, limit
+    return row, stages, limit, cpu_spent
 
 
 async def steady(n: int, minutes: int = 2) -> list[object]:
@@ -231,11 +236,14 @@ async def steady(n: int, minutes: int = 2) -> list[object]:
 async def run(
     sizes: tuple[int, ...] = (1_000, 10_000), steady_sizes: tuple[int, ...] = (100, 1_000)
 ) -> list[tuple[str, str]]:
-    rows, stage_rows = [], []
+    rows, stage_rows, cpu_rows = [], [], []
     steady_rows = [await steady(n) for n in steady_sizes]
     for n in sizes:
-        row, stages, _ = await herd(n)
+        row, stages, _, spent = await herd(n)
         rows.append(row)
+        cpu_rows.append(
+            [n, *(f"{spent[role]:.0f}" for role in cpu.ROLES), f"{sum(spent.values()) / n:.2f}"]
+        )
         stage_rows.append(
             [
                 n,
@@ -278,6 +286,10 @@ async def run(
                 ],
                 stage_rows,
             ),
+        ),
+        (
+            "Herd: CPU ms per process, from 2 s before the slot to the last receipt (/proc)",
+            table(["N", *cpu.ROLES, "all, per delivery"], cpu_rows),
         ),
         (
             "Steady load: N webhooks every minute, lag of every delivery after a warm-up minute",
