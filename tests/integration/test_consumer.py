@@ -124,3 +124,34 @@ async def test_consumer_survives_broker_connection_loss(
         await c.stop()
         await amqp.close()
         await publisher.close()
+
+
+async def test_a_batch_ack_settles_every_message_and_no_other(
+    effects: asyncpg.Pool, amqp_url: str, vhost: str
+) -> None:
+    """Batches are settled with one `multiple` ack: after the consumer's connection is
+    gone, nothing handled comes back and nothing unhandled was acked away."""
+    amqp = await broker.connect(amqp_url, name="batcher")
+    c = consumer(effects, amqp, batch_size=100, prefetch=200)
+    await c.start()
+    try:
+        await publish(amqp, [make_event(i) for i in range(250)])
+        channel = await amqp.channel()
+        await channel.default_exchange.publish(  # a malformed one among them: rejected alone
+            aio_pika.Message(b"not json at all"), routing_key="cronhooks.testconsumer"
+        )
+        await publish(amqp, [make_event(i) for i in range(250, 300)])
+        await eventually(lambda: _equals(count_effects(effects), 300))
+        await c.stop()
+    finally:
+        await amqp.close()  # anything unacked would go back to the queue now
+    check = await broker.connect(amqp_url, name="checker")
+    try:
+        queue = await (await check.channel()).declare_queue("cronhooks.testconsumer", passive=True)
+        assert queue.declaration_result.message_count == 0  # live count, not the stats API
+    finally:
+        await check.close()
+    dead = await eventually(
+        lambda: _at_least(rabbit.queue_depth(vhost, "cronhooks.testconsumer.dead"), 1), timeout=15
+    )
+    assert dead == 1

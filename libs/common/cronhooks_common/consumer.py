@@ -7,10 +7,10 @@ parked there, not retried forever). Prefetch is bounded.
 Two ways to handle messages:
 
 * transactional (default): messages are taken in small batches by one worker, in queue
-  order; per event, the handler runs inside one database transaction together with the
-  inbox row `(event_id)`. An event already in the inbox is skipped, so a redelivery after
-  a crash or a broker reconnect has no second effect. The batch commits once, then all
-  its messages are acked.
+  order; the handler runs for each event inside one database transaction together with
+  the inbox rows of the batch (one statement). An event already in the inbox is skipped,
+  so a redelivery after a crash or a broker reconnect has no second effect. The batch
+  commits once, then one `multiple` ack settles all its messages.
 * free: `workers` tasks each take one message and call the handler without a
   transaction; the handler is responsible for idempotency (with `claim_event`). The
   dispatcher uses this to keep HTTP calls outside transactions.
@@ -64,6 +64,16 @@ async def claim_event(conn: asyncpg.Connection, inbox: str, event_id: UUID) -> b
         event_id,
     )
     return bool(row)
+
+
+async def claim_events(conn: asyncpg.Connection, inbox: str, event_ids: list[UUID]) -> set[UUID]:
+    """The batch form of `claim_event`, in one statement: the ids not handled before."""
+    rows = await conn.fetch(
+        f"insert into {inbox} (event_id) select unnest($1::uuid[])"
+        " on conflict do nothing returning event_id",
+        event_ids,
+    )
+    return {r["event_id"] for r in rows}
 
 
 async def already_handled(conn: asyncpg.Connection, inbox: str, event_id: UUID) -> bool:
@@ -170,8 +180,7 @@ class Consumer:
         while True:
             try:
                 await self._transact(parsed)
-                for message, _ in parsed:
-                    await self._settle(message.ack())
+                await self._ack_batch([message for message, _ in parsed])
                 CONSUMED.labels(self.name, "handled").inc(len(parsed))
                 return
             except TRANSIENT as exc:
@@ -238,12 +247,28 @@ class Consumer:
     async def _transact(self, parsed: list[tuple[AbstractIncomingMessage, Event]]) -> None:
         assert self._transactional is not None
         async with self._pool.acquire() as conn, conn.transaction():
+            fresh = await claim_events(conn, self._inbox, [event.event_id for _, event in parsed])
             for _, event in parsed:
-                if await claim_event(conn, self._inbox, event.event_id):
+                if event.event_id in fresh:
+                    fresh.discard(event.event_id)  # a copy of it later in the batch is a repeat
                     with structlog.contextvars.bound_contextvars(
                         event_id=str(event.event_id), correlation_id=str(event.correlation_id)
                     ):
                         await self._transactional(conn, event)
+
+    async def _ack_batch(self, messages: list[AbstractIncomingMessage]) -> None:
+        """One `multiple` ack per channel, on the batch's last delivery tag. It covers the
+        whole batch and nothing else: the one transactional worker takes messages in
+        delivery order, and every earlier message is settled already. (After a reconnect
+        a batch can hold messages of the old channel; their ack fails quietly and the
+        broker redelivers them, which the inbox absorbs.)"""
+        last: dict[int, AbstractIncomingMessage] = {}
+        for message in messages:
+            held = last.get(id(message.channel))
+            if held is None or (message.delivery_tag or 0) > (held.delivery_tag or 0):
+                last[id(message.channel)] = message
+        for message in last.values():
+            await self._settle(message.ack(multiple=True))
 
     def _dead_letter_log(self, event: Event) -> None:
         log.exception(
