@@ -109,7 +109,9 @@ async def _print_quick_start(settings: Settings, demo_agent_port: int | None) ->
     )
     mutation = (
         'mutation { createCronWebhook(input: {url: \\"' + agent + '\\", '
-        'cronSchedule: \\"*/5 * * * *\\", instruction: \\"Write a digest of the last day\\"}) '
+        'cronSchedule: \\"*/5 * * * *\\", instruction: \\"Write a digest of the last day\\", '
+        # The demo agent answers with a note under demo/: let the webhook write there.
+        'writePatterns: [\\"demo/*\\"]}) '
         "{ cronWebhook { id nextRunAt } secret } }"
     )
     trigger = "mutation { triggerCronWebhook(webhookId: 1) { deliveryId } }"
