@@ -155,3 +155,18 @@ async def test_a_batch_ack_settles_every_message_and_no_other(
         lambda: _at_least(rabbit.queue_depth(vhost, "cronhooks.testconsumer.dead"), 1), timeout=15
     )
     assert dead == 1
+
+
+async def test_a_batch_whose_channel_closed_settles_quietly(
+    effects: asyncpg.Pool, amqp: broker.AbstractRobustConnection
+) -> None:
+    """After a broker restart a handled batch can hold messages of the dead channel: their
+    ack cannot be sent, and must not wedge the consumer (the broker redelivers them)."""
+    c = consumer(effects, amqp)
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("closing-channel", auto_delete=False)
+    await channel.default_exchange.publish(aio_pika.Message(b"x"), routing_key=queue.name)
+    message = await queue.get(timeout=5, no_ack=False)
+    assert message is not None
+    await channel.close()
+    await asyncio.wait_for(c._ack_batch([message]), 5)  # returns, raises nothing

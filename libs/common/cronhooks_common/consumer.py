@@ -264,9 +264,13 @@ class Consumer:
         broker redelivers them, which the inbox absorbs.)"""
         last: dict[int, AbstractIncomingMessage] = {}
         for message in messages:
-            held = last.get(id(message.channel))
+            try:
+                channel = id(message.channel)
+            except TRANSIENT_AMQP_ERRORS:
+                continue  # its channel is closed: the broker hands the message out again
+            held = last.get(channel)
             if held is None or (message.delivery_tag or 0) > (held.delivery_tag or 0):
-                last[id(message.channel)] = message
+                last[channel] = message
         for message in last.values():
             await self._settle(message.ack(multiple=True))
 
