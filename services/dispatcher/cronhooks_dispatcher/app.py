@@ -18,10 +18,10 @@ from cronhooks_common.events import Event, EventType
 from cronhooks_common.service import Runtime
 from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
-from cronhooks_dispatcher.delivery import INBOX, Dispatcher
+from cronhooks_dispatcher.delivery import Dispatcher
 from cronhooks_dispatcher.fire import FireCaller
 from cronhooks_dispatcher.lookup import DeliveryLookups
-from cronhooks_dispatcher.recording import RecordWriter
+from cronhooks_dispatcher.recording import INBOX, RecordWriter
 
 ROUTING_KEYS = (
     EventType.DELIVERY_REQUESTED,

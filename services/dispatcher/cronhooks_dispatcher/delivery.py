@@ -29,19 +29,18 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.events import Causation, Event, EventType, NewEvent, storable
+from cronhooks_common.events import Event, EventType, NewEvent, storable
 from cronhooks_common.signing import signature_headers, signing_key
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher import health, payload, sender
 from cronhooks_dispatcher.lookup import DeliveryLookups, LookupKey
 from cronhooks_dispatcher.outcome import Outcome, classify, import_outcome
+from cronhooks_dispatcher.recording import INBOX, Health, Record, RecordWriter
 from cronhooks_dispatcher.recording import Attempt as AttemptRow
-from cronhooks_dispatcher.recording import Health, Record, RecordWriter
 from cronhooks_dispatcher.retry import next_attempt_at
 
 log = structlog.get_logger(__name__)
 
-INBOX = "dispatcher.inbox"
 MAX_LOGGED_RESPONSE = 64 << 10
 SYNC_DEPTH = 1  # changes answered synchronously are written at depth 1 (CONTRACT §4)
 
@@ -143,11 +142,8 @@ class Dispatcher:
         }
         log.info("delivery_skipped", reason="concurrency")
         return Record(
-            claim=event.event_id,
-            stream=event.stream,
-            after_version=event.version,
+            cause=event,
             event=NewEvent(EventType.DELIVERY_SKIPPED, data),
-            causation=Causation.following(event, actor="dispatcher"),
         )
 
     # --- one HTTP attempt ----------------------------------------------------------------
@@ -267,11 +263,8 @@ class Dispatcher:
             "depth": SYNC_DEPTH,
         }
         return Record(
-            claim=event.event_id,
-            stream=event.stream,
-            after_version=event.version,
+            cause=event,
             event=NewEvent(EventType.DELIVERY_CHANGES_RECEIVED, data),
-            causation=Causation.following(event, actor="dispatcher"),
             attempt=self._row(attempt, "importing", None),
         )
 
@@ -336,11 +329,8 @@ class Dispatcher:
         )
         webhook_id = int(request["webhook_id"])
         return Record(
-            claim=cause.event_id,
-            stream=cause.stream,
-            after_version=cause.version,
+            cause=cause,
             event=NewEvent(kind, data),
-            causation=Causation.following(cause, actor="dispatcher"),
             attempt=self._row(attempt, status, outcome.error),
             release=(webhook_id, attempt.delivery_id) if final else None,
             health=Health(webhook_id, outcome.succeeded, outcome.gone, outcome.error)

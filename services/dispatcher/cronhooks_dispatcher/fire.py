@@ -25,7 +25,7 @@ from prometheus_client import Counter
 
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.events import Causation, Event, EventType, NewEvent
+from cronhooks_common.events import Event, EventType, NewEvent
 from cronhooks_common.keys import SigningKey, active_key
 from cronhooks_common.signing import USER_AGENT
 from cronhooks_dispatcher import sender
@@ -35,7 +35,6 @@ from cronhooks_dispatcher.retry import retry_after
 
 log = structlog.get_logger(__name__)
 
-INBOX = "dispatcher.inbox"
 TOKEN_LIFETIME = timedelta(seconds=60)
 FIRE_WINDOW = timedelta(minutes=15)
 ATTEMPT_TIMEOUT = 30.0
@@ -132,9 +131,6 @@ class FireCaller:
             final=kind == EventType.TRIGGER_FIRED,
         )
         return Record(
-            claim=event.event_id,
-            stream=event.stream,
-            after_version=event.version,
+            cause=event,
             event=NewEvent(kind, data),
-            causation=Causation.following(event, actor="dispatcher"),
         )

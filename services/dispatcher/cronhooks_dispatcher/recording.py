@@ -16,18 +16,19 @@ import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from uuid import UUID
 
 import asyncpg
 import structlog
 
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
-from cronhooks_common.events import Causation, NewEvent
+from cronhooks_common.consumer import claim_events
+from cronhooks_common.events import Causation, Event, NewEvent
 from cronhooks_dispatcher import health
 
 log = structlog.get_logger(__name__)
 
+INBOX = "dispatcher.inbox"
 MAX_BATCH = 500
 
 
@@ -58,16 +59,17 @@ class Health:
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    claim: UUID  # the event this record answers (inbox)
-    stream: str
-    after_version: int
+    cause: Event  # the event this record answers: claimed in the inbox, followed on its stream
     event: NewEvent
-    causation: Causation
     attempt: Attempt | None = None
     release: tuple[int, int] | None = (
         None  # (webhook_id, delivery_id) of a finished FORBID delivery
     )
     health: Health | None = None
+
+    @property
+    def causation(self) -> Causation:
+        return Causation.following(self.cause, actor="dispatcher")
 
 
 class RecordWriter:
@@ -112,22 +114,12 @@ class RecordWriter:
     async def _write(self, batch: list[tuple[Record, asyncio.Future[bool]]]) -> list[bool]:
         records = [record for record, _ in batch]
         async with self._pool.acquire() as conn, conn.transaction():
-            claimed = set(
-                await conn.fetchval(
-                    """
-                    with claimed as (
-                        insert into dispatcher.inbox (event_id) select unnest($1::uuid[])
-                        on conflict do nothing returning event_id
-                    ) select coalesce(array_agg(event_id), '{}') from claimed
-                    """,
-                    [r.claim for r in records],
-                )
-            )
+            claimed = await claim_events(conn, INBOX, [r.cause.event_id for r in records])
             # A cause claimed in this batch counts once, for its first record.
             fresh: list[Record] = []
             for record in records:
-                if record.claim in claimed:
-                    claimed.discard(record.claim)
+                if record.cause.event_id in claimed:
+                    claimed.discard(record.cause.event_id)
                     fresh.append(record)
             written = {id(r) for r in fresh}
             await self._attempts(conn, [r.attempt for r in fresh if r.attempt is not None])
@@ -147,7 +139,7 @@ class RecordWriter:
         return [id(r) in written for r in records]
 
     async def _append(self, conn: asyncpg.Connection, records: list[Record]) -> None:
-        appends = [(r.stream, r.after_version, r.event, r.causation) for r in records]
+        appends = [(r.cause.stream, r.cause.version, r.event, r.causation) for r in records]
         now = self._clock.now()
         while appends:
             try:
