@@ -174,43 +174,21 @@ class Consumer:
             return
         if self._free is not None:
             for message, event in parsed:
-                await self._run(message, event, self._free_one)
+                await self._run(message, event, self._free)
             return
-        delay, failures = 0.2, 0
-        while True:
-            try:
-                await self._transact(parsed)
-                await self._ack_batch([message for message, _ in parsed])
-                CONSUMED.labels(self.name, "handled").inc(len(parsed))
-                return
-            except TRANSIENT as exc:
-                log.warning("consumer_transient_error", error=repr(exc), retry_in=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-            except Exception as exc:
-                failures += 1
-                if failures < POISON_TRIES:
-                    log.warning("consumer_error_retrying", error=repr(exc), retry_in=delay)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
-                    continue
-                if len(parsed) == 1:
-                    message, event = parsed[0]
-                    self._dead_letter_log(event)
-                    await self._settle(message.reject(requeue=False))
-                    CONSUMED.labels(self.name, "dead_lettered").inc()
-                    return
-                # Find the poison message: retry one by one.
-                for message, event in parsed:
-                    await self._handle_batch_one(message, event)
-                return
 
-    async def _handle_batch_one(self, message: AbstractIncomingMessage, event: Event) -> None:
-        await self._run(message, event, lambda e: self._transact([(message, e)]))
+        async def transact_and_ack() -> None:
+            await self._transact(parsed)
+            await self._ack_batch([message for message, _ in parsed])
 
-    async def _free_one(self, event: Event) -> None:
-        assert self._free is not None
-        await self._free(event)
+        error = await self._with_retries(transact_and_ack)
+        if error is None:
+            CONSUMED.labels(self.name, "handled").inc(len(parsed))
+        elif len(parsed) == 1:
+            await self._dead_letter(*parsed[0], error)
+        else:  # find the poison message: retry one by one
+            for message, event in parsed:
+                await self._run(message, event, self._transact_one(message))
 
     async def _run(
         self,
@@ -218,31 +196,42 @@ class Consumer:
         event: Event,
         handle: Callable[[Event], Awaitable[None]],
     ) -> None:
-        delay, failures = 0.2, 0
         with structlog.contextvars.bound_contextvars(
             event_id=str(event.event_id), correlation_id=str(event.correlation_id)
         ):
-            while True:
-                try:
-                    await handle(event)
-                    await self._settle(message.ack())
-                    CONSUMED.labels(self.name, "handled").inc()
-                    return
-                except TRANSIENT as exc:
-                    log.warning("consumer_transient_error", error=repr(exc), retry_in=delay)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
-                except Exception as exc:
-                    failures += 1
-                    if failures < POISON_TRIES:
-                        log.warning("consumer_error_retrying", error=repr(exc), retry_in=delay)
-                        await asyncio.sleep(delay)
-                        delay = min(delay * 2, 5.0)
-                        continue
-                    self._dead_letter_log(event)
-                    await self._settle(message.reject(requeue=False))
-                    CONSUMED.labels(self.name, "dead_lettered").inc()
-                    return
+
+            async def one() -> None:
+                await handle(event)
+                await self._settle(message.ack())
+
+            error = await self._with_retries(one)
+            if error is None:
+                CONSUMED.labels(self.name, "handled").inc()
+            else:
+                await self._dead_letter(message, event, error)
+
+    @staticmethod
+    async def _with_retries(work: Callable[[], Awaitable[None]]) -> Exception | None:
+        """Run `work` until it succeeds (None). Transient errors (database or broker gone)
+        retry with backoff for as long as it takes; any other error a few times, then it
+        is returned: the message is poison."""
+        delay, failures = 0.2, 0
+        while True:
+            try:
+                await work()
+                return None
+            except TRANSIENT as exc:
+                log.warning("consumer_transient_error", error=repr(exc), retry_in=delay)
+            except Exception as exc:
+                failures += 1
+                if failures >= POISON_TRIES:
+                    return exc
+                log.warning("consumer_error_retrying", error=repr(exc), retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def _transact_one(self, message: AbstractIncomingMessage) -> Callable[[Event], Awaitable[None]]:
+        return lambda event: self._transact([(message, event)])
 
     async def _transact(self, parsed: list[tuple[AbstractIncomingMessage, Event]]) -> None:
         assert self._transactional is not None
@@ -274,14 +263,19 @@ class Consumer:
         for message in last.values():
             await self._settle(message.ack(multiple=True))
 
-    def _dead_letter_log(self, event: Event) -> None:
-        log.exception(
+    async def _dead_letter(
+        self, message: AbstractIncomingMessage, event: Event, error: Exception
+    ) -> None:
+        log.error(
             "event_dead_lettered",
             queue=self.queue_name,
             event_type=event.type,
             event_id=str(event.event_id),
             stream=event.stream,
+            exc_info=error,
         )
+        await self._settle(message.reject(requeue=False))
+        CONSUMED.labels(self.name, "dead_lettered").inc()
 
     @staticmethod
     async def _settle(settling: Awaitable[None]) -> None:
