@@ -19,18 +19,6 @@ from tests.support.processes import SERVICES, cluster
 pytestmark = pytest.mark.e2e
 
 
-async def graphql(url: str, token: str, query: str, variables: dict | None = None) -> dict:  # type: ignore[type-arg]
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{url}/graphql",
-            json={"query": query, "variables": variables or {}},
-            headers={"Authorization": f"Bearer {token}"},
-        ) as resp,
-    ):
-        return await resp.json()  # type: ignore[no-any-return]
-
-
 async def test_create_and_trigger_over_graphql_reaches_the_agent(settings: Settings) -> None:
     agent = await Agent().start()
     try:
@@ -46,9 +34,7 @@ async def test_create_and_trigger_over_graphql_reaches_the_agent(settings: Setti
                         assert "cronhooks_relay_leader" in await r.text()
 
             token = (await c.cli("admin", "create-token", "--name", "e2e")).strip().splitlines()[-1]
-            admin = c.url("admin-api")
-            created = await graphql(
-                admin,
+            created = await c.graphql(
                 token,
                 """
                 mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
@@ -65,7 +51,7 @@ async def test_create_and_trigger_over_graphql_reaches_the_agent(settings: Setti
             hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
 
             trigger = f"mutation {{ triggerCronWebhook(webhookId: {hook_id}) {{ deliveryId }} }}"
-            answer = await graphql(admin, token, trigger)
+            answer = await c.graphql(token, trigger)
             returned_at = time.time()
             delivery_id = answer["data"]["triggerCronWebhook"]["deliveryId"]
             [got] = await agent.wait_for(1, timeout=10)
@@ -96,8 +82,7 @@ async def test_create_and_trigger_over_graphql_reaches_the_agent(settings: Setti
             assert headers["User-Agent"] == "cronhooks/1.0"
 
             for _ in range(100):
-                result = await graphql(
-                    admin,
+                result = await c.graphql(
                     token,
                     f"""{{ cronWebhookDeliveries(cronWebhookId:
                     {hook_id}) {{ id status responseStatus attempts {{ attempt }} }} }}""",

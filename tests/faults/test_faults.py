@@ -12,14 +12,12 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import aio_pika
-import aiohttp
 import asyncpg
 import pytest
 from aiohttp import web
@@ -44,18 +42,6 @@ class Herd:
     events: set[str] = field(default_factory=set)  # event ids seen by our own subscriber
     fault_at: float = 0.0
     first_after_fault: float | None = None
-
-
-async def graphql(c: Cluster, token: str, query: str, variables: dict | None = None) -> dict:  # type: ignore[type-arg]
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{c.url('admin-api')}/graphql",
-            json={"query": query, "variables": variables or {}},
-            headers={"Authorization": f"Bearer {token}"},
-        ) as resp,
-    ):
-        return await resp.json()  # type: ignore[no-any-return]
 
 
 async def answer_with_a_note(request: web.Request, _: Received) -> web.StreamResponse:
@@ -102,8 +88,7 @@ async def db(dsn: str) -> asyncpg.Connection:
 async def start_herd(c: Cluster, settings: Settings, agent: Agent) -> Herd:
     token = (await c.cli("admin", "create-token", "--name", "faults")).split()[-1]
     for i in range(WEBHOOKS):
-        body = await graphql(
-            c,
+        body = await c.graphql(
             token,
             """mutation($i: CreateCronWebhookInput!) {
             createCronWebhook(input: $i) { cronWebhook { id } } }""",
@@ -250,17 +235,10 @@ async def restart_postgres(_: Herd) -> None:
 
 async def two_more_schedulers(h: Herd) -> None:
     for n in range(2):
-        env = {**os.environ, **h.c.env, "CRONHOOKS_SCHEDULER_PORT": str(free_port())}
-        log = open(ARTIFACTS / f"extra-scheduler-{n}.log", "ab")  # noqa: SIM115, ASYNC230
-        h.c.procs[f"extra-scheduler-{n}"] = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "cronhooks_common.cli",
-            "run",
+        await h.c.start(
             "scheduler",
-            env=env,
-            stdout=log,
-            stderr=log,
+            name=f"extra-scheduler-{n}",
+            env={"CRONHOOKS_SCHEDULER_PORT": str(free_port())},
         )
 
 

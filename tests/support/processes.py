@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -59,20 +60,38 @@ class Cluster:
         assert proc.returncode == 0, err.decode()
         return out.decode()
 
-    async def start(self, service: str) -> None:
+    async def start(
+        self, service: str, *, name: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
+        """`cronhooks run <service>` as `name` (default: the service; another name runs
+        a further replica), logging to test-artifacts/<name>.log."""
+        name = name or service
         ARTIFACTS.mkdir(exist_ok=True)
         # The file lives as long as the process; opening it is instant.
-        log = open(ARTIFACTS / f"{service}.log", "ab")  # noqa: SIM115, ASYNC230
-        self.procs[service] = await asyncio.create_subprocess_exec(
+        log = open(ARTIFACTS / f"{name}.log", "ab")  # noqa: SIM115, ASYNC230
+        self.procs[name] = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "cronhooks_common.cli",
             "run",
             service,
-            env={**os.environ, **self.env},
+            env={**os.environ, **self.env, **(env or {})},
             stdout=log,
             stderr=log,
         )
+
+    async def graphql(
+        self, token: str, query: str, variables: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"{self.url('admin-api')}/graphql",
+                json={"query": query, "variables": variables or {}},
+                headers={"Authorization": f"Bearer {token}"},
+            ) as resp,
+        ):
+            return await resp.json()  # type: ignore[no-any-return]
 
     async def wait_ready(self, service: str, timeout: float = 30) -> None:
         deadline = asyncio.get_running_loop().time() + timeout
