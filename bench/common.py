@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import statistics
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,9 +14,32 @@ from pathlib import Path
 import asyncpg
 
 from cronhooks_common.migrate import migrate
+from cronhooks_common.signing import signature_headers
+from cronhooks_dispatcher.payload import RESPONSE_SCHEMA
 
 PG_SERVER = "postgresql://127.0.0.1:5432"
 RESULTS = Path(__file__).parent / "results"
+
+
+def signed_delivery(key: bytes, i: int, trigger: str) -> tuple[bytes, dict[str, str]]:
+    """A delivery body shaped like the dispatcher's, signed with both header sets: what
+    the plain-aiohttp ceilings post."""
+    stamp = int(time.time())
+    body = json.dumps(
+        {
+            "version": 1,
+            "id": i,
+            "webhook_id": i,
+            "timestamp": stamp,
+            "scheduled_for": None,
+            "trigger": trigger,
+            "attempt": 1,
+            "missed_count": 0,
+            "instruction": "bench",
+            "response_schema": RESPONSE_SCHEMA,
+        }
+    ).encode()
+    return body, signature_headers(key, delivery_id=str(i), timestamp=stamp, body=body, attempt=1)
 
 
 @asynccontextmanager

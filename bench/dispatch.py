@@ -9,15 +9,13 @@ the same concurrency the dispatcher uses, in the same run.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import aiohttp
 
-from bench.common import percentile, table
+from bench.common import percentile, signed_delivery, table
 from bench.harness import RecordingAgent, running_cluster
-from cronhooks_common.signing import generate_secret, signature_headers, signing_key
-from cronhooks_dispatcher.payload import RESPONSE_SCHEMA
+from cronhooks_common.signing import generate_secret, signing_key
 
 CREATE = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i)
   { cronWebhook { id } } }"""
@@ -41,22 +39,7 @@ async def raw_ceiling(agent: RecordingAgent, n: int, concurrency: int) -> dict[s
         sent: dict[int, float] = {}
 
         async def post(i: int) -> None:
-            now = int(time.time())
-            body = json.dumps(
-                {
-                    "version": 1,
-                    "id": i,
-                    "webhook_id": i,
-                    "timestamp": now,
-                    "trigger": "manual",
-                    "attempt": 1,
-                    "instruction": "bench",
-                    "response_schema": RESPONSE_SCHEMA,
-                }
-            ).encode()
-            headers = signature_headers(
-                key, delivery_id=str(i), timestamp=now, body=body, attempt=1
-            )
+            body, headers = signed_delivery(key, i, "manual")
             sent[i] = time.time()
             async with http.post(agent.url, data=body, headers=headers) as resp:
                 await resp.read()

@@ -10,7 +10,6 @@ The agent is a separate process (bench/agent.py).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import time
@@ -20,10 +19,9 @@ import aiohttp
 import asyncpg
 
 from bench import cpu
-from bench.common import percentile, table
+from bench.common import percentile, signed_delivery, table
 from bench.harness import free_port, running_cluster
-from cronhooks_common.signing import generate_secret, signature_headers, signing_key
-from cronhooks_dispatcher.payload import RESPONSE_SCHEMA
+from cronhooks_common.signing import generate_secret, signing_key
 
 CREATE = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i) { cronWebhook { id } } }"""
 CONCURRENCY = 256
@@ -59,24 +57,7 @@ async def ceiling(session: aiohttp.ClientSession, agent: str, n: int) -> dict[st
 
     async def post(i: int) -> None:
         async with sem:
-            stamp = int(time.time())
-            body = json.dumps(
-                {
-                    "version": 1,
-                    "id": i,
-                    "webhook_id": i,
-                    "timestamp": stamp,
-                    "scheduled_for": None,
-                    "trigger": "schedule",
-                    "attempt": 1,
-                    "missed_count": 0,
-                    "instruction": "bench",
-                    "response_schema": RESPONSE_SCHEMA,
-                }
-            ).encode()
-            headers = signature_headers(
-                key, delivery_id=str(i), timestamp=stamp, body=body, attempt=1
-            )
+            body, headers = signed_delivery(key, i, "schedule")
             async with session.post(f"{agent}/hook", data=body, headers=headers) as resp:
                 await resp.read()
 
