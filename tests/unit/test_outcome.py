@@ -48,3 +48,20 @@ def test_long_error_bodies_are_excerpted() -> None:
 def test_changes_are_passed_on() -> None:
     outcome = classify(result(200, b'{"status":"ok","changes":[{"path":"a","content":"b"}]}'))
     assert outcome.succeeded and outcome.changes == [{"path": "a", "content": "b"}]
+
+
+@pytest.mark.parametrize(
+    ("body", "succeeded"),
+    [
+        ('{"status":"ok","changes":[{"path":"a.md","content":"x\\u0000y"}]}', False),
+        ('{"status":"ok","message":"\\ud800"}', False),
+        ('{"status":"ok","x\\u0000":1}', False),
+        # The six characters \u0000 as text (JSON escapes' docs) are fine to store.
+        ('{"status":"ok","changes":[{"path":"a.md","content":"write \\\\u0000"}]}', True),
+    ],
+)
+def test_answers_postgres_cannot_store_fail_and_others_pass(body: str, succeeded: bool) -> None:
+    outcome = classify(result(200, body.encode()))
+    assert outcome.succeeded is succeeded
+    if not succeeded:
+        assert "NUL characters or invalid Unicode" in str(outcome.error)

@@ -56,14 +56,15 @@ def storable(text: str) -> str:
 
 
 def storable_json(value: Any) -> bool:
-    """True if `value` can be stored in an event unchanged."""
-    text = json.dumps(value, ensure_ascii=False)
-    if "\\u0000" in text or "\x00" in text:
-        return False
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
+    """True if `value` can be stored in an event unchanged: no string in it (key or value)
+    holds what `storable` would replace. Walked, not searched in its JSON text, where a
+    literal backslash-u-0000 written by a user looks like an escaped NUL."""
+    if isinstance(value, str):
+        return storable(value) == value
+    if isinstance(value, dict):
+        return all(storable_json(k) and storable_json(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(storable_json(v) for v in value)
     return True
 
 
