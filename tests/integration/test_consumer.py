@@ -30,9 +30,9 @@ async def effects(pool: asyncpg.Pool) -> asyncpg.Pool:
 
 async def publish(amqp: broker.AbstractRobustConnection, events: list[Event]) -> None:
     channel = await amqp.channel(publisher_confirms=True)
-    exchange = await broker.declare_exchange(channel)
+    await broker.declare_exchange(channel)
     for event in events:
-        await exchange.publish(broker.to_message(event), routing_key=event.type)
+        await broker.publish_confirmed(channel, event)
     await channel.close()
 
 
