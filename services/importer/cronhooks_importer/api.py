@@ -24,10 +24,10 @@ from aiohttp import web
 
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock, iso
-from cronhooks_common.events import Causation, EventType, NewEvent
+from cronhooks_common.events import Causation
 from cronhooks_common.globs import like_prefix
 from cronhooks_common.tokens import ApiClaims, ApiTokens, TokenError
-from cronhooks_importer.imports import BATCHES, import_changes
+from cronhooks_importer.imports import BATCHES, import_changes, verdict
 from cronhooks_importer.rules import (
     CONFLICT,
     FORBIDDEN,
@@ -147,17 +147,10 @@ def add_token_api(
                 "depth": claims.depth,
                 "source": "token",
             }
-            verdict = (
-                NewEvent(
-                    EventType.NOTES_REJECTED, {**common, "errors": [e.to_json() for e in errors]}
-                )
-                if errors
-                else NewEvent(EventType.NOTES_IMPORTED, {**common, "applied": applied})
-            )
             await eventstore.append(
                 conn,
                 f"push-{uuid.uuid4()}",
-                [verdict],
+                [verdict(common, applied, errors)],
                 expected_version=0,
                 causation=causation,
                 occurred_at=now,

@@ -9,6 +9,7 @@ attempt (and retries it with the importer's reasons as `previous_error`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 import asyncpg
@@ -53,6 +54,17 @@ async def import_changes(
     return [a.to_json() for a in applied], []
 
 
+def verdict(
+    common: Mapping[str, object], applied: list[dict[str, object]], errors: list[ChangeError]
+) -> NewEvent:
+    """`notes.imported` with what was applied, or `notes.rejected` with why: the event that
+    closes an import, from a synchronous answer or a token push alike."""
+    if errors:
+        errors_json = [e.to_json() for e in errors]
+        return NewEvent(EventType.NOTES_REJECTED, {**common, "errors": errors_json})
+    return NewEvent(EventType.NOTES_IMPORTED, {**common, "applied": applied})
+
+
 def make_handler(clock: Clock):  # type: ignore[no-untyped-def]
     async def on_changes_received(conn: asyncpg.Connection, event: Event) -> None:
         d = event.data
@@ -76,16 +88,10 @@ def make_handler(clock: Clock):  # type: ignore[no-untyped-def]
             "trigger": d.get("trigger"),
             "depth": int(d.get("depth", 1)),
         }
-        if errors:
-            verdict = NewEvent(
-                EventType.NOTES_REJECTED, {**common, "errors": [e.to_json() for e in errors]}
-            )
-        else:
-            verdict = NewEvent(EventType.NOTES_IMPORTED, {**common, "applied": applied})
         await eventstore.append(
             conn,
             event.stream,
-            [verdict],
+            [verdict(common, applied, errors)],
             expected_version=event.version,
             causation=causation,
             occurred_at=now,
