@@ -14,14 +14,14 @@ from pathlib import Path
 import asyncpg
 
 from cronhooks_common.migrate import migrate
-from cronhooks_common.signing import signature_headers
+from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_dispatcher.payload import RESPONSE_SCHEMA
 
 PG_SERVER = "postgresql://127.0.0.1:5432"
 RESULTS = Path(__file__).parent / "results"
 
 
-def signed_delivery(key: bytes, i: int, trigger: str) -> tuple[bytes, dict[str, str]]:
+def signed_delivery(keys: SecretKeys, i: int, trigger: str) -> tuple[bytes, dict[str, str]]:
     """A delivery body shaped like the dispatcher's, signed with both header sets: what
     the plain-aiohttp ceilings post."""
     stamp = int(time.time())
@@ -39,7 +39,7 @@ def signed_delivery(key: bytes, i: int, trigger: str) -> tuple[bytes, dict[str, 
             "response_schema": RESPONSE_SCHEMA,
         }
     ).encode()
-    return body, signature_headers(key, delivery_id=str(i), timestamp=stamp, body=body, attempt=1)
+    return body, signature_headers(keys, delivery_id=str(i), timestamp=stamp, body=body, attempt=1)
 
 
 @asynccontextmanager

@@ -15,7 +15,7 @@ import aiohttp
 
 from bench.common import percentile, signed_delivery, table
 from bench.harness import RecordingAgent, running_cluster
-from cronhooks_common.signing import generate_secret, signing_key
+from cronhooks_common.signing import SecretKeys, generate_secret
 
 CREATE = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i)
   { cronWebhook { id } } }"""
@@ -33,13 +33,13 @@ async def _bounded(n: int, limit: int, make):  # type: ignore[no-untyped-def]
 
 
 async def raw_ceiling(agent: RecordingAgent, n: int, concurrency: int) -> dict[str, float]:
-    key = signing_key(generate_secret())
+    keys = SecretKeys.of(generate_secret())
     agent.reset()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as http:
         sent: dict[int, float] = {}
 
         async def post(i: int) -> None:
-            body, headers = signed_delivery(key, i, "manual")
+            body, headers = signed_delivery(keys, i, "manual")
             sent[i] = time.time()
             async with http.post(agent.url, data=body, headers=headers) as resp:
                 await resp.read()

@@ -21,7 +21,7 @@ import asyncpg
 from bench import cpu
 from bench.common import percentile, signed_delivery, table
 from bench.harness import free_port, running_cluster
-from cronhooks_common.signing import generate_secret, signing_key
+from cronhooks_common.signing import SecretKeys, generate_secret
 
 CREATE = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i) { cronWebhook { id } } }"""
 CONCURRENCY = 256
@@ -51,13 +51,13 @@ async def received(session: aiohttp.ClientSession, url: str) -> dict[str, list[f
 
 async def ceiling(session: aiohttp.ClientSession, agent: str, n: int) -> dict[str, float]:
     await session.post(f"{agent}/reset")
-    key = signing_key(generate_secret())
+    keys = SecretKeys.of(generate_secret())
     sem = asyncio.Semaphore(CONCURRENCY)
     started = time.time()
 
     async def post(i: int) -> None:
         async with sem:
-            body, headers = signed_delivery(key, i, "schedule")
+            body, headers = signed_delivery(keys, i, "schedule")
             async with session.post(f"{agent}/hook", data=body, headers=headers) as resp:
                 await resp.read()
 

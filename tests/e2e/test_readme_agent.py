@@ -13,7 +13,7 @@ from pathlib import Path
 
 import aiohttp
 
-from cronhooks_common.signing import generate_secret, signature_headers, signing_key
+from cronhooks_common.signing import SecretKeys, generate_secret, signature_headers
 from tests.support.processes import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -33,7 +33,7 @@ async def test_the_readme_agent_answers_a_signed_delivery(tmp_path: Path) -> Non
 
     def headers(key: str) -> dict[str, str]:
         return signature_headers(
-            signing_key(key), delivery_id="42", timestamp=int(time.time()), body=body, attempt=1
+            SecretKeys.of(key), delivery_id="42", timestamp=int(time.time()), body=body, attempt=1
         )
 
     try:

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -99,6 +102,32 @@ async def test_request_carries_both_signatures_every_field_and_a_scoped_token(
         text = json.dumps(event["data"])
         assert body["api_token"] not in text and secret not in text
 
+
+
+ADMIN_WHSEC = "whsec_" + base64.b64encode(b"an admin-chosen key of 32 bytes!").decode()
+
+
+@pytest.mark.parametrize(
+    "given", [None, ADMIN_WHSEC, "an admin's plain secret, 24+ characters"]
+)
+async def test_trip2g_and_standard_webhooks_receivers_verify_a_delivery(
+    system,  # type: ignore[no-untyped-def]
+    given: str | None,
+) -> None:
+    """A generated, an admin-supplied whsec_ and a plain admin secret: a trip2g-style
+    receiver (hex HMAC-SHA256 over the raw body, keyed with the secret string's bytes) and
+    a Standard Webhooks library both accept the delivery as received."""
+    r, token, _, agent = system
+    fields = {} if given is None else {"secret": given}
+    hook_id, secret = await create_webhook(r, token, agent.url_for("signed", status(202)), **fields)
+    assert given is None or secret == given
+    await trigger(r, token, hook_id)
+    [got] = await agent.wait_for(1, name="signed")
+    received = got.headers["X-Webhook-Signature"]
+    expected = "sha256=" + hmac.new(secret.encode(), got.raw, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(received, expected)
+    verifier = Webhook(secret) if secret.startswith("whsec_") else Webhook(secret.encode())
+    assert verifier.verify(got.raw, got.headers)["webhook_id"] == hook_id
 
 ANSWERS = [
     # (name, responder, final status, error fragment)

@@ -30,7 +30,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import Event, EventType, NewEvent, storable
-from cronhooks_common.signing import signature_headers, signing_key
+from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher import health, payload, sender
 from cronhooks_dispatcher.lookup import DeliveryLookups, LookupKey
@@ -219,7 +219,7 @@ class Dispatcher:
         )
         raw = payload.encode(body)
         headers = signature_headers(
-            signing_key(secret),
+            SecretKeys.of(secret),
             delivery_id=str(request["delivery_id"]),
             timestamp=timestamp,
             body=raw,
