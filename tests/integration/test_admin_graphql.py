@@ -154,8 +154,17 @@ async def test_update_pause_resume_delete(api) -> None:  # type: ignore[no-untyp
     assert body["data"]["deleteCronWebhook"]["id"] == hook_id
     _, body = await r.graphql(token, "{ cronWebhooks { id } }")
     assert body["data"]["cronWebhooks"] == []
+    # A deleted webhook is unknown everywhere: null, in no list, nothing can be done to it.
     _, body = await r.graphql(token, f"{{ cronWebhook(id: {hook_id}) {{ id enabled nextRunAt }} }}")
-    assert body["data"]["cronWebhook"] == {"id": hook_id, "enabled": False, "nextRunAt": None}
+    assert body["data"]["cronWebhook"] is None
+    for operation in (
+        f"query {{ cronWebhookDeliveries(cronWebhookId: {hook_id}) {{ id }} }}",
+        f"mutation {{ triggerCronWebhook(webhookId: {hook_id}) {{ deliveryId }} }}",
+        f"mutation {{ deleteCronWebhook(id: {hook_id}) {{ id }} }}",
+        f"mutation {{ regenerateCronWebhookSecret(id: {hook_id}) {{ secret }} }}",
+    ):
+        _, body = await r.graphql(token, operation)
+        assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND", (operation, body)
     _, body = await r.graphql(token, update, {"input": {"id": hook_id, "enabled": True}})
     assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
 

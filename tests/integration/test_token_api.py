@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import aiohttp
 import asyncpg
@@ -14,13 +13,11 @@ from aiohttp import web
 
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
-from cronhooks_common.tokens import ApiTokens
 from cronhooks_importer.rules import MAX_NOTE_BYTES, content_hash
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, finished, retry_due, trigger
 from tests.support.inprocess import Running, admin_token, eventually, running
-
-NOW = datetime.now(UTC).replace(microsecond=0)
+from tests.support.token_api import NOW, call, mint, push
 
 
 @pytest.fixture
@@ -28,65 +25,6 @@ async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, Manual
     clock = ManualClock(NOW)
     async with running(settings, clock) as r:
         yield r, await admin_token(settings.database_url), clock, settings
-
-
-def tokens(settings: Settings, **over: Any) -> ApiTokens:
-    return ApiTokens(
-        master_key=over.get("key", settings.secret_key),
-        issuer=over.get("issuer", settings.public_url),
-        ttl_seconds=over.get("ttl", settings.api_token_ttl_seconds),
-    )
-
-
-def mint(
-    settings: Settings,
-    *,
-    read: list[str] | None = None,
-    write: list[str] | None = None,
-    depth: int = 1,
-    max_depth: int = 1,
-    now: datetime = NOW,
-    **over: Any,
-) -> str:
-    return tokens(settings, **over).mint(
-        webhook_id=7,
-        delivery_id=42,
-        depth=depth,
-        read_patterns=read or ["*"],
-        write_patterns=write if write is not None else ["*"],
-        now=now,
-        max_depth=max_depth,
-    )
-
-
-async def call(
-    r: Running,
-    method: str,
-    path: str,
-    token: str | None = None,
-    body: Any = None,
-    raw: bytes | None = None,
-) -> tuple[int, Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with (
-        aiohttp.ClientSession() as session,
-        session.request(
-            method,
-            f"{r.urls['importer']}{path}",
-            headers=headers,
-            json=body if raw is None else None,
-            data=raw,
-        ) as resp,
-    ):
-        text = await resp.text()
-        try:
-            return resp.status, await resp.json(content_type=None)
-        except ValueError:
-            return resp.status, text
-
-
-async def push(r: Running, token: str, *changes: dict[str, Any]) -> tuple[int, Any]:
-    return await call(r, "POST", "/api/notes", token, {"changes": list(changes)})
 
 
 async def test_push_read_list_and_update(system) -> None:  # type: ignore[no-untyped-def]
@@ -174,7 +112,7 @@ async def test_a_token_deeper_than_max_depth_cannot_write(system) -> None:  # ty
     r, _, _, settings = system
     token = mint(settings, depth=3, max_depth=2)
     status, body = await push(r, token, {"path": "a", "content": "x"})
-    assert status == 403 and body["error"] == "token depth 3 exceeds the webhook's maxDepth 2"
+    assert status == 403 and body["error"] == "depth 3 exceeds the webhook's maxDepth 2"
     assert (await call(r, "GET", "/api/notes", token))[0] == 200  # reading is fine
     ok = mint(settings, depth=2, max_depth=2)
     assert (await push(r, ok, {"path": "a", "content": "x"}))[0] == 200

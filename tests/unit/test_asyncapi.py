@@ -45,15 +45,20 @@ def test_a_payload_that_breaks_the_document_is_refused() -> None:
         "schema_version": 1,
         "data": {
             "path": "a",
+            "event": "create",
             "content_hash": "0" * 64,
             "previous_hash": None,
             "version": 1,
             "depth": 1,
             "writer": "webhook:1",
+            "content": "# A\n",
+            "batch_id": "6f1c2d54-6a57-4b0e-9d7e-2f3f8f0f6f1c",
         },
     }
     asyncapi.validate(good)
     with pytest.raises(jsonschema.ValidationError):
-        asyncapi.validate({**good, "data": {**good["data"], "content": "secret text"}})
+        asyncapi.validate({**good, "data": {**good["data"], "event": "vanish"}})
+    with pytest.raises(jsonschema.ValidationError):
+        asyncapi.validate({**good, "data": {**good["data"], "content_hash": "NOT HEX"}})
     with pytest.raises(jsonschema.ValidationError):
         asyncapi.validate({**good, "type": "note.vanished"})

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+import base64
+import hashlib
+
+from cronhooks_common.globs import matches_any as allowed
+from cronhooks_common.globs import pattern_problem
 from cronhooks_importer.rules import (
     CONFLICT,
     FORBIDDEN,
     INVALID,
     MAX_NOTE_BYTES,
     TOO_LARGE,
-    allowed,
     content_hash,
+    normalize_hash,
     parse_changes,
+    parse_removals,
     path_problem,
 )
 
@@ -142,3 +148,93 @@ def test_text_postgres_cannot_hold_is_refused_by_name() -> None:
         "content is not valid Unicode text (lone surrogate)",
         "path is not valid Unicode text (lone surrogate)",
     ]
+
+
+DIGEST = hashlib.sha256(b"# Post\n").digest()
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        DIGEST.hex(),
+        base64.urlsafe_b64encode(DIGEST).decode(),  # trip2g: base64.URLEncoding, padded
+        base64.urlsafe_b64encode(DIGEST).decode().rstrip("="),  # unpadded
+    ],
+)
+def test_expected_hash_as_hex_or_base64url_names_the_same_digest(given: str) -> None:
+    assert normalize_hash(given) == DIGEST.hex()
+    [change], errors = parse_changes(
+        [{"path": "a.md", "content": "x", "expected_hash": given}], write_patterns=["*"]
+    )
+    assert errors == [] and change.expected_hash == DIGEST.hex()
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        DIGEST.hex().upper(),  # contentHash is shown lowercase; uppercase is not accepted
+        DIGEST.hex()[:63],
+        base64.b64encode(DIGEST).decode(),  # standard base64 ("+" and "/"), not base64url
+        base64.urlsafe_b64encode(DIGEST[:31]).decode(),  # not 32 bytes
+        base64.urlsafe_b64encode(DIGEST).decode() + "==",
+        "sha256:" + DIGEST.hex(),
+        "nothex",
+    ],
+)
+def test_any_other_expected_hash_is_a_named_error(given: str) -> None:
+    _, errors = parse_changes(
+        [{"path": "a.md", "content": "x", "expected_hash": given}], write_patterns=["*"]
+    )
+    [error] = errors
+    assert error.path == "a.md" and "expected_hash" in error.error and error.kind == INVALID
+
+
+def test_removals_are_checked_like_writes() -> None:
+    changes, errors = parse_removals(
+        [
+            {"path": "d/a.md"},
+            {"path": "d/b.md", "expected_hash": DIGEST.hex()},
+            {"path": "other/c.md"},
+            {"path": "../x"},
+            {"path": "d/a.md"},
+            {"path": "d/e.md", "expected_hash": ""},
+            {"nopath": 1},
+        ],
+        write_patterns=["d/*"],
+    )
+    assert [(c.path, c.content, c.expected_hash) for c in changes] == [
+        ("d/a.md", None, None),
+        ("d/b.md", None, DIGEST.hex()),
+    ]
+    assert [(e.path, e.kind) for e in errors] == [
+        ("other/c.md", FORBIDDEN),
+        ("../x", INVALID),
+        ("d/a.md", INVALID),
+        ("d/e.md", INVALID),
+        ("#6", INVALID),
+    ]
+
+
+@pytest.mark.parametrize("pattern", ["*", "digests/*", "a/**/b", "x[0-9].md", "é/*", "a..b/*"])
+def test_valid_patterns(pattern: str) -> None:
+    assert pattern_problem(pattern) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("", "empty"),
+        ("../*", ".."),
+        ("x/../*", ".."),
+        ("..", ".."),
+        ("/abs/*", "relative"),
+        ("a\x00*", "NUL"),
+        ("a\n*", "control"),
+        ("\ud800*", "Unicode"),
+        ("x" * 513, "512 bytes"),
+        ("log-[0-9.md", "brackets"),
+    ],
+)
+def test_invalid_patterns_are_named(pattern: str, reason: str) -> None:
+    problem = pattern_problem(pattern)
+    assert problem is not None and reason in problem

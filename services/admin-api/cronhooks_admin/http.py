@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from cronhooks_admin.auth import Authenticator
 from cronhooks_admin.commands import Commands
 from cronhooks_admin.context import Context
 from cronhooks_common.clock import Clock
+from cronhooks_common.graphql_support import format_error, silence_ariadne_logger
 
 log = structlog.get_logger(__name__)
 
@@ -36,6 +37,14 @@ def parse_cached(_: Any, data: dict[str, Any]) -> DocumentNode:
     if not isinstance(query, str):
         raise GraphQLError("the request needs a 'query' string")
     return _parse(query)
+
+
+def parsed_or_none(data: dict[str, Any]) -> DocumentNode | None:
+    """The request's document if it parses (graphql() reports why when it does not)."""
+    try:
+        return parse_cached(None, data)
+    except GraphQLError:
+        return None
 
 
 def validate_cached(
@@ -77,6 +86,7 @@ def add_graphql_routes(
     clock: Clock,
 ) -> None:
     explorer = ExplorerGraphiQL(title="cronhooks admin GraphQL").html(None)
+    ariadne_logger = silence_ariadne_logger()
     authenticate = Authenticator(pool)
 
     async def explorer_page(_: web.Request) -> web.Response:
@@ -101,6 +111,8 @@ def add_graphql_routes(
                 debug=False,
                 query_parser=parse_cached,
                 query_validator=validate_cached,
+                error_formatter=partial(format_error, document=parsed_or_none(data)),
+                logger=ariadne_logger,
             )
         return web.json_response(result, status=200 if success or "data" in result else 400)
 

@@ -298,22 +298,29 @@ async def _delivery_skipped(conn: asyncpg.Connection, event: Event) -> None:
 
 async def _note_changed(conn: asyncpg.Connection, event: Event) -> None:
     d = event.data
+    removed = d.get("event") == "remove"
     await conn.execute(
         """
-        insert into admin.notes (path, content_hash, version, depth, updated_at, updated_by)
-        values ($1, $2, $3, $4, $5, $6)
+        insert into admin.notes
+            (path, content_hash, version, depth, updated_at, updated_by, content, event, removed)
+        values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
         on conflict (path) do update set
             content_hash = excluded.content_hash, version = excluded.version,
             depth = excluded.depth, updated_at = excluded.updated_at,
-            updated_by = excluded.updated_by
+            updated_by = excluded.updated_by, content = excluded.content,
+            event = excluded.event, removed = excluded.removed
         where admin.notes.version < excluded.version
         """,
         d["path"],
-        d["content_hash"],
+        d.get("content_hash"),
         d["version"],
         d["depth"],
         event.occurred_at,
         d["writer"],
+        d.get("content") or "",
+        # events written before `event` was recorded: the first version created the note
+        d.get("event") or ("create" if d["version"] == 1 else "update"),
+        removed,
     )
 
 

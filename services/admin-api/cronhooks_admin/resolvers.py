@@ -14,16 +14,14 @@ from cronhooks_admin.context import Context
 from cronhooks_admin.validation import InputError
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.eventstore import ConcurrencyError
-from cronhooks_common.globs import like_prefix
+from cronhooks_common.globs import like_prefix, pattern_problem
+from cronhooks_common.graphql_support import bad_input
+from cronhooks_common.paths import path_problem
 
 T = TypeVar("T")
 Info = GraphQLResolveInfo[Context]
 MAX_LIMIT = 500
 MAX_NEXT_RUNS = 100
-
-
-def bad_input(field: str, reason: str) -> GraphQLError:
-    return GraphQLError(f"{field}: {reason}", extensions={"code": "BAD_USER_INPUT", "field": field})
 
 
 def not_found(message: str) -> GraphQLError:
@@ -47,7 +45,10 @@ async def _command(run: Callable[[], Awaitable[T]]) -> T:
 
 
 async def _webhook_row(ctx: Context, webhook_id: int) -> dict[str, Any]:
-    row = await ctx.pool.fetchrow("select * from admin.webhooks where id = $1", webhook_id)
+    """The live webhook's row, or NOT_FOUND (a deleted webhook is unknown)."""
+    row = await ctx.pool.fetchrow(
+        "select * from admin.webhooks where id = $1 and disabled_at is null", webhook_id
+    )
     if row is None:
         raise not_found(f"webhook {webhook_id} not found")
     return dict(row)
@@ -65,8 +66,11 @@ async def cron_webhooks(_: Any, info: Info) -> list[dict[str, Any]]:
 
 
 async def cron_webhook(_: Any, info: Info, id: int) -> dict[str, Any] | None:
+    """A deleted webhook is unknown: null, like an id never used."""
     ctx = info.context
-    row = await ctx.pool.fetchrow("select * from admin.webhooks where id = $1", id)
+    row = await ctx.pool.fetchrow(
+        "select * from admin.webhooks where id = $1 and disabled_at is null", id
+    )
     return None if row is None else dict(row)
 
 
@@ -76,6 +80,7 @@ async def cron_webhook_deliveries(
     ctx = info.context
     if not 1 <= limit <= MAX_LIMIT:
         raise bad_input("limit", f"must be from 1 to {MAX_LIMIT}")
+    await _webhook_row(ctx, cron_webhook_id)  # NOT_FOUND when unknown or deleted
     rows = await ctx.pool.fetch(
         "select * from admin.deliveries where cron_webhook_id = $1"
         " order by created_at desc, id desc limit $2",
@@ -86,8 +91,15 @@ async def cron_webhook_deliveries(
 
 
 async def cron_webhook_delivery(_: Any, info: Info, id: int) -> dict[str, Any] | None:
+    """Null when unknown, or when its webhook was deleted."""
     ctx = info.context
-    row = await ctx.pool.fetchrow("select * from admin.deliveries where id = $1", id)
+    row = await ctx.pool.fetchrow(
+        """
+        select d.* from admin.deliveries d join admin.webhooks w on w.id = d.cron_webhook_id
+        where d.id = $1 and w.disabled_at is null
+        """,
+        id,
+    )
     return None if row is None else dict(row)
 
 
@@ -119,25 +131,33 @@ async def resolve_delivery_attempts(delivery: dict[str, Any], info: Info) -> lis
     return await ctx.attempts.load(delivery["id"])
 
 
-def _check_glob(field: str, value: str) -> None:
-    if "\x00" in value or any(ord(c) < 0x20 for c in value) or len(value.encode()) > 512:
-        raise bad_input(field, "must be at most 512 bytes, without NUL or control characters")
-
-
 async def note(_: Any, info: Info, path: str) -> dict[str, Any] | None:
-    _check_glob("path", path)
-    row = await info.context.pool.fetchrow("select * from admin.notes where path = $1", path)
+    problem = path_problem(path)
+    if problem is not None:
+        raise bad_input("path", problem)
+    row = await info.context.pool.fetchrow(
+        "select * from admin.notes where path = $1 and not removed", path
+    )
     return None if row is None else dict(row)
 
 
 async def notes(_: Any, info: Info, pattern: str = "*", limit: int = 100) -> list[dict[str, Any]]:
     if not 1 <= limit <= MAX_LIMIT:
         raise bad_input("limit", f"must be from 1 to {MAX_LIMIT}")
-    _check_glob("pattern", pattern)
-    rows = await info.context.pool.fetch(
-        "select * from admin.notes where path like $1 order by path", like_prefix(pattern)
+    problem = pattern_problem(pattern)
+    if problem is not None:
+        raise bad_input("pattern", problem)
+    pool = info.context.pool
+    # Paths first (the index narrows by the pattern's prefix), content only for the page.
+    paths = await pool.fetch(
+        "select path from admin.notes where path like $1 and not removed order by path",
+        like_prefix(pattern),
     )
-    return [dict(r) for r in rows if fnmatchcase(r["path"], pattern)][:limit]
+    page = [r["path"] for r in paths if fnmatchcase(r["path"], pattern)][:limit]
+    rows = await pool.fetch(
+        "select * from admin.notes where path = any($1::text[]) order by path", page
+    )
+    return [dict(r) for r in rows]
 
 
 async def agents(_: Any, info: Info) -> list[dict[str, Any]]:

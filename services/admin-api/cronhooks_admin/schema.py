@@ -2,36 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from ariadne import (
     EnumType,
     MutationType,
     ObjectType,
     QueryType,
-    ScalarType,
     load_schema_from_path,
     make_executable_schema,
 )
 from graphql import GraphQLSchema
 
 from cronhooks_admin import resolvers
-from cronhooks_common.clock import iso
-
-datetime_scalar = ScalarType("DateTime")
-
-
-@datetime_scalar.serializer
-def serialize_datetime(value: datetime) -> str:
-    return iso(value)
-
-
-@datetime_scalar.value_parser
-def parse_datetime(value: Any) -> datetime:
-    return datetime.fromisoformat(str(value))
-
+from cronhooks_common.graphql_support import datetime_scalar
 
 delivery_trigger = EnumType(
     "DeliveryTrigger", {"SCHEDULE": "schedule", "MANUAL": "manual", "RETRY": "retry"}

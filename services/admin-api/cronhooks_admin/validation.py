@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cronhooks_common.cron import CronError, CronSchedule, parse_zone
+from cronhooks_common.globs import pattern_problem
 from cronhooks_common.signing import secret_problem
 from cronhooks_common.targets import literal_problem
 from cronhooks_common.webhooks import CONFIG_FIELDS
@@ -18,7 +19,6 @@ MAX_URL = 2048
 MAX_INSTRUCTION = 64 << 10
 MAX_DESCRIPTION = 4096
 MAX_PATTERNS = 100
-MAX_PATTERN_LENGTH = 512
 MAX_IDEMPOTENCY_KEY = 200
 
 
@@ -80,15 +80,13 @@ def _text(field: str, value: str, limit: int) -> str:
 
 
 def check_patterns(field: str, patterns: list[str]) -> list[str]:
+    """Read/write patterns, checked like paths (the same rule everywhere: globs.py)."""
     if len(patterns) > MAX_PATTERNS:
         raise InputError(field, f"at most {MAX_PATTERNS} patterns")
     for pattern in patterns:
-        if not pattern or len(pattern) > MAX_PATTERN_LENGTH:
-            raise InputError(field, f"each pattern must be 1 to {MAX_PATTERN_LENGTH} characters")
-        if any(ord(c) < 0x20 for c in pattern):
-            raise InputError(field, "patterns must not contain control characters")
-        if pattern.count("[") != pattern.count("]"):
-            raise InputError(field, f"unbalanced brackets in pattern {pattern!r}")
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            raise InputError(field, f"pattern {pattern!r} {problem}")
     return list(patterns)
 
 

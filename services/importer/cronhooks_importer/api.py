@@ -1,105 +1,115 @@
 """The agent token API (CONTRACT §5), on the importer's port.
 
-| request                       | answer                                                   |
-|-------------------------------|----------------------------------------------------------|
-| GET  /api/notes?pattern=GLOB  | 200 {"notes": [...]}, only paths the token may read       |
-| GET  /api/notes/{path}        | 200 the note; 403 outside read_patterns; 404              |
-| POST /api/notes {"changes"}   | 200 {"applied"}; 400 malformed; 403 outside write_patterns |
-|                               | or too deep; 409 {"errors"} hash conflicts; 413 too large |
+| request                          | answer                                                   |
+|----------------------------------|----------------------------------------------------------|
+| GET    /api/notes?pattern=GLOB   | 200 {"notes": [...]}, only paths the token may read       |
+| GET    /api/notes/{path}         | 200 the note; 403 outside read_patterns; 404              |
+| POST   /api/notes {"changes"}    | 200 {"applied"}; 400 malformed; 403 outside write_patterns |
+|                                  | or too deep; 409 {"errors"} hash conflicts; 413 too large |
+| DELETE /api/notes/{path}         | 200 {"removed": {"path", "version"}}; 404; 403; 409       |
+|        (?expected_hash=)         |                                                          |
 
-Every request needs `Authorization: Bearer <api_token>` (401 otherwise). Writes go through
-the same checks and store as synchronous answers (imports.py), at the token's depth.
+Every request needs `Authorization: Bearer <api_token>` (401 otherwise). Everything goes
+through agent_notes.py, the same code path as the agent GraphQL API.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
-import uuid
 from typing import Any
 
-import asyncpg
 import structlog
 from aiohttp import web
 
-from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock, iso
-from cronhooks_common.events import Causation
-from cronhooks_common.globs import like_prefix
-from cronhooks_common.tokens import ApiClaims, ApiTokens, TokenError
-from cronhooks_importer.imports import BATCHES, import_changes, verdict
-from cronhooks_importer.rules import (
-    CONFLICT,
-    FORBIDDEN,
-    INVALID,
-    TOO_LARGE,
-    allowed,
-    path_problem,
-    pattern_problem,
-)
+from cronhooks_common.globs import pattern_problem
+from cronhooks_common.paths import path_problem
+from cronhooks_common.tokens import ApiTokens
+from cronhooks_importer.agent_notes import AgentNotes, WriteResult
+from cronhooks_importer.callers import Caller, Unauthorized, caller_of
+from cronhooks_importer.rules import CONFLICT, FORBIDDEN, INVALID, MISSING, TOO_LARGE
 
 log = structlog.get_logger(__name__)
 
 MAX_REQUEST_BYTES = 24 << 20
-MAX_LISTED = 10_000
 # Which status answers a rejected batch, by the kinds of its errors (first match wins).
-STATUS_BY_KIND = ((INVALID, 400), (TOO_LARGE, 413), (FORBIDDEN, 403), (CONFLICT, 409))
+STATUS_BY_KIND = (
+    (INVALID, 400),
+    (TOO_LARGE, 413),
+    (FORBIDDEN, 403),
+    (MISSING, 404),
+    (CONFLICT, 409),
+)
 
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
+def _rejected(result: WriteResult) -> web.Response:
+    """`errors`: one per offending change; `error`: the first of them, as one line."""
+    kinds = {e.kind for e in result.errors}
+    status = next(code for kind, code in STATUS_BY_KIND if kind in kinds)
+    first = result.errors[0]
+    return web.json_response(
+        {
+            "error": f"{first.path}: {first.error}" if first.path else first.error,
+            "errors": [e.to_json() for e in result.errors],
+        },
+        status=status,
+    )
+
+
+def note_path(request: web.Request) -> str:
+    """The `{path}` of the URL, NFC-normalised, or 400 naming the rule it breaks."""
+    raw = request.match_info["path"]
+    problem = path_problem(raw)
+    if problem is not None:
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": problem}), content_type="application/json"
+        )
+    return unicodedata.normalize("NFC", raw)
+
+
 def add_token_api(
-    app: web.Application, *, pool: asyncpg.Pool, tokens: ApiTokens, clock: Clock
+    app: web.Application, *, notes: AgentNotes, tokens: ApiTokens, clock: Clock
 ) -> None:
-    def claims_of(request: web.Request) -> ApiClaims:
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise web.HTTPUnauthorized(
-                text=json.dumps({"error": "an api_token is required (Bearer)"}),
-                content_type="application/json",
-            )
+    def caller(request: web.Request) -> Caller:
         try:
-            return tokens.verify(token.strip(), now=clock.now())
-        except TokenError as exc:
+            return caller_of(request, tokens, clock.now())
+        except Unauthorized as exc:
             raise web.HTTPUnauthorized(
-                text=json.dumps({"error": f"invalid api_token: {exc}"}),
-                content_type="application/json",
+                text=json.dumps({"error": str(exc)}), content_type="application/json"
             ) from None
 
     async def list_notes(request: web.Request) -> web.Response:
-        claims = claims_of(request)
+        who = caller(request)
         pattern = request.query.get("pattern", "*")
         problem = pattern_problem(pattern)
         if problem is not None:
             return _error(400, f"pattern: {problem}")
-        rows = await pool.fetch(
-            "select path, content_hash, version, updated_at from importer.notes"
-            " where path like $1 order by path",
-            like_prefix(pattern),
-        )
-        notes = [
+        rows = await notes.readable(who, pattern)
+        return web.json_response(
             {
-                "path": r["path"],
-                "content_hash": r["content_hash"],
-                "version": r["version"],
-                "updated_at": iso(r["updated_at"]),
+                "notes": [
+                    {
+                        "path": r["path"],
+                        "content_hash": r["content_hash"],
+                        "version": r["version"],
+                        "updated_at": iso(r["updated_at"]),
+                    }
+                    for r in rows
+                ]
             }
-            for r in rows
-            if allowed(r["path"], [pattern]) and allowed(r["path"], claims.read_patterns)
-        ]
-        return web.json_response({"notes": notes[:MAX_LISTED]})
+        )
 
     async def get_note(request: web.Request) -> web.Response:
-        claims = claims_of(request)
-        path = unicodedata.normalize("NFC", request.match_info["path"])
-        problem = path_problem(path)
-        if problem is not None:
-            return _error(400, problem)
-        if not allowed(path, claims.read_patterns):
+        who = caller(request)
+        path = note_path(request)
+        if not who.may_read(path):
             return _error(403, f"{path} is outside the token's read_patterns")
-        row = await pool.fetchrow("select * from importer.notes where path = $1", path)
+        row = await notes.get(path)
         if row is None:
             return _error(404, f"no note at {path}")
         return web.json_response(
@@ -114,11 +124,7 @@ def add_token_api(
         )
 
     async def push_notes(request: web.Request) -> web.Response:
-        claims = claims_of(request)
-        if claims.max_depth is not None and claims.depth > claims.max_depth:
-            return _error(
-                403, f"token depth {claims.depth} exceeds the webhook's maxDepth {claims.max_depth}"
-            )
+        who = caller(request)
         if request.content_length is not None and request.content_length > MAX_REQUEST_BYTES:
             return _error(413, f"request body is larger than {MAX_REQUEST_BYTES} bytes")
         try:
@@ -127,41 +133,24 @@ def add_token_api(
             return _error(400, "request body must be JSON")
         if not isinstance(body, dict) or "changes" not in body:
             return _error(400, 'request body must be {"changes": [...]}')
-        now = clock.now()
-        causation = Causation.new(actor=claims.subject)
-        writer = claims.subject + (f" delivery:{claims.delivery_id}" if claims.delivery_id else "")
-        async with pool.acquire() as conn, conn.transaction():
-            applied, errors = await import_changes(
-                conn,
-                body["changes"],
-                write_patterns=list(claims.write_patterns),
-                depth=claims.depth,
-                max_depth=claims.max_depth or claims.depth,
-                writer=writer,
-                causation=causation,
-                now=now,
-            )
-            common = {
-                "delivery_id": claims.delivery_id,
-                "writer": writer,
-                "depth": claims.depth,
-                "source": "token",
-            }
-            await eventstore.append(
-                conn,
-                f"push-{uuid.uuid4()}",
-                [verdict(common, applied, errors)],
-                expected_version=0,
-                causation=causation,
-                occurred_at=now,
-            )
-        BATCHES.labels("token", "rejected" if errors else "imported").inc()
-        if errors:
-            kinds = {e.kind for e in errors}
-            status = next(code for kind, code in STATUS_BY_KIND if kind in kinds)
-            return web.json_response({"errors": [e.to_json() for e in errors]}, status=status)
-        return web.json_response({"applied": applied})
+        result = await notes.push(who, body["changes"])
+        if result.errors:
+            return _rejected(result)
+        return web.json_response({"applied": [a.to_json() for a in result.applied]})
+
+    async def remove_note(request: web.Request) -> web.Response:
+        who = caller(request)
+        path = note_path(request)
+        removal: dict[str, Any] = {"path": path}
+        if "expected_hash" in request.query:
+            removal["expected_hash"] = request.query["expected_hash"]
+        result = await notes.hide(who, [removal])
+        if result.errors:
+            return _rejected(result)
+        [removed] = result.applied
+        return web.json_response({"removed": {"path": removed.path, "version": removed.version}})
 
     app.router.add_get("/api/notes", list_notes)
-    app.router.add_get("/api/notes/{path:.+}", get_note)
+    app.router.add_get("/api/notes/{path:[\s\S]+}", get_note)
+    app.router.add_delete("/api/notes/{path:[\s\S]+}", remove_note)
     app.router.add_post("/api/notes", push_notes)

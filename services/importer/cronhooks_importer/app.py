@@ -2,7 +2,8 @@
 
 Flow: `delivery.changes_received` (consumer) → imports.py: check (rules.py) and apply
 (store.py) all or nothing → `note.changed` per note and `notes.imported`/`notes.rejected`
-on the delivery's stream. The agent token API (api.py) applies pushes the same way.
+on the delivery's stream. Agents with a token read and write through agent_notes.py, by
+REST (api.py) or GraphQL (agent_graphql.py), with the same apply function.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from cronhooks_common.consumer import Consumer
 from cronhooks_common.events import EventType
 from cronhooks_common.service import Runtime
 from cronhooks_common.tokens import ApiTokens
+from cronhooks_importer.agent_graphql import add_agent_graphql
+from cronhooks_importer.agent_notes import AgentNotes
 from cronhooks_importer.api import add_token_api
 from cronhooks_importer.imports import make_handler
 
@@ -23,7 +26,9 @@ class Importer:
             issuer=settings.public_url,
             ttl_seconds=settings.api_token_ttl_seconds,
         )
-        add_token_api(runtime.http, pool=runtime.pool, tokens=tokens, clock=runtime.clock)
+        notes = AgentNotes(pool=runtime.pool, clock=runtime.clock)
+        add_token_api(runtime.http, notes=notes, tokens=tokens, clock=runtime.clock)
+        add_agent_graphql(runtime.http, notes=notes, tokens=tokens, clock=runtime.clock)
         self.consumer = Consumer(
             name="importer",
             amqp=runtime.amqp,

@@ -9,7 +9,7 @@ attempt (and retries it with the importer's reasons as `previous_error`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import asyncpg
@@ -19,8 +19,8 @@ from prometheus_client import Counter
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.events import Causation, Event, EventType, NewEvent
-from cronhooks_importer.rules import ChangeError, parse_changes
-from cronhooks_importer.store import Rejected, apply_changes
+from cronhooks_importer.rules import FORBIDDEN, Change, ChangeError, parse_changes
+from cronhooks_importer.store import Applied, Rejected, apply_changes
 
 log = structlog.get_logger(__name__)
 
@@ -31,19 +31,54 @@ async def import_changes(
     conn: asyncpg.Connection,
     raw: object,
     *,
-    write_patterns: list[str],
+    write_patterns: Sequence[str] | None,
     depth: int,
-    max_depth: int,
+    max_depth: int | None,
     writer: str,
     causation: Causation,
     now: datetime,
-) -> tuple[list[dict[str, object]], list[ChangeError]]:
-    """Check and apply a batch in a savepoint; (applied, []) or ([], errors)."""
+) -> tuple[list[Applied], list[ChangeError]]:
+    """Check and apply a batch of writes as received (JSON) — an agent's answer or a push."""
     changes, errors = parse_changes(raw, write_patterns=write_patterns)
-    if not errors and depth > max_depth:
-        errors = [ChangeError("", f"depth {depth} exceeds the webhook's maxDepth {max_depth}")]
+    return await apply_batch(
+        conn,
+        changes,
+        errors,
+        depth=depth,
+        max_depth=max_depth,
+        writer=writer,
+        causation=causation,
+        now=now,
+    )
+
+
+def too_deep(depth: int, max_depth: int | None) -> list[ChangeError]:
+    """The depth guard: a write deeper than the webhook's maxDepth is refused."""
+    if max_depth is not None and depth > max_depth:
+        return [
+            ChangeError("", f"depth {depth} exceeds the webhook's maxDepth {max_depth}", FORBIDDEN)
+        ]
+    return []
+
+
+async def apply_batch(
+    conn: asyncpg.Connection,
+    changes: list[Change],
+    errors: list[ChangeError],
+    *,
+    depth: int,
+    max_depth: int | None,
+    writer: str,
+    causation: Causation,
+    now: datetime,
+) -> tuple[list[Applied], list[ChangeError]]:
+    """The one way notes are written: a parsed batch (writes and removals) applied all or
+    nothing in a savepoint, at `depth`; (applied, []) or ([], errors)."""
+    errors = errors or too_deep(depth, max_depth)
     if errors:
         return [], errors
+    if not changes:
+        return [], []
     try:
         async with conn.transaction():
             applied = await apply_changes(
@@ -51,18 +86,18 @@ async def import_changes(
             )
     except Rejected as rejected:
         return [], rejected.errors
-    return [a.to_json() for a in applied], []
+    return applied, []
 
 
 def verdict(
-    common: Mapping[str, object], applied: list[dict[str, object]], errors: list[ChangeError]
+    common: Mapping[str, object], applied: list[Applied], errors: list[ChangeError]
 ) -> NewEvent:
     """`notes.imported` with what was applied, or `notes.rejected` with why: the event that
     closes an import, from a synchronous answer or a token push alike."""
     if errors:
         errors_json = [e.to_json() for e in errors]
         return NewEvent(EventType.NOTES_REJECTED, {**common, "errors": errors_json})
-    return NewEvent(EventType.NOTES_IMPORTED, {**common, "applied": applied})
+    return NewEvent(EventType.NOTES_IMPORTED, {**common, "applied": [a.to_json() for a in applied]})
 
 
 def make_handler(clock: Clock):  # type: ignore[no-untyped-def]

@@ -1,41 +1,58 @@
 """The rules a batch of note changes must pass (CONTRACT §5). Pure.
 
 Every change is checked and every violation reported (one error per offending change);
-the caller writes nothing unless the whole batch passes.
+the caller writes nothing unless the whole batch passes. A batch holds writes (content)
+and removals (`content` None: the note is hidden).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cronhooks_common.globs import matches_any
+from cronhooks_common.paths import MAX_PATH_BYTES, path_problem
 
-MAX_PATH_BYTES = 512
+__all__ = ["MAX_PATH_BYTES", "path_problem"]
+
 MAX_NOTE_BYTES = 1 << 20  # 1 MiB per note
 MAX_BATCH_CHANGES = 1000
 MAX_BATCH_BYTES = 16 << 20
-_HASH = re.compile(r"^[0-9a-f]{64}$")
+_HEX_HASH = re.compile(r"^[0-9a-f]{64}$")
+_BASE64URL_HASH = re.compile(r"^[A-Za-z0-9_-]{43}=?$")
 
 
 @dataclass(frozen=True, slots=True)
 class Change:
     path: str  # normalised (NFC)
-    content: str
-    expected_hash: str | None  # None: no check; "": must not exist; else the current hash
+    content: str | None  # None: remove (hide) the note
+    expected_hash: str | None  # None: no check; "": must not exist; else the current hash (hex)
+
+    @property
+    def removes(self) -> bool:
+        return self.content is None
 
 
-INVALID, TOO_LARGE, FORBIDDEN, CONFLICT = "invalid", "too_large", "forbidden", "conflict"
+INVALID, TOO_LARGE, FORBIDDEN, CONFLICT, MISSING = (
+    "invalid",
+    "too_large",
+    "forbidden",
+    "conflict",
+    "missing",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class ChangeError:
     path: str
     error: str
-    kind: str = INVALID  # invalid | too_large | forbidden | conflict
+    kind: str = INVALID  # invalid | too_large | forbidden | conflict | missing
 
     def to_json(self) -> dict[str, str]:
         return {"path": self.path, "error": self.error}
@@ -53,48 +70,46 @@ def content_hash(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
-def path_problem(path: str) -> str | None:
-    """Why `path` is not a valid note path, or None."""
-    if not path:
-        return "path is empty"
-    if not _is_utf8(path):
-        return "path is not valid Unicode text (lone surrogate)"
-    if len(path.encode()) > MAX_PATH_BYTES:
-        return f"path is longer than {MAX_PATH_BYTES} bytes"
-    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in path):
-        return "path contains NUL or control characters"
-    if path.startswith("/"):
-        return "path must be relative (no leading /)"
-    if "\\" in path:
-        return "path must use / as separator (no backslash)"
-    for segment in path.split("/"):
-        if segment == "":
-            return "path has an empty segment (// or a trailing /)"
-        if segment == "..":
-            return "path must not contain .. segments"
-        if segment == ".":
-            return "path must not contain . segments"
+def normalize_hash(value: str) -> str | None:
+    """An `expected_hash` as lowercase hex, or None if it names no SHA-256 digest.
+
+    Accepted: lowercase hex (as `contentHash` is shown) or base64url, padded or not
+    (trip2g's `base64.URLEncoding` of the digest): both name the same 32 bytes."""
+    if _HEX_HASH.match(value):
+        return value
+    if _BASE64URL_HASH.match(value):
+        try:
+            digest = base64.urlsafe_b64decode(value.rstrip("=") + "=")
+        except (binascii.Error, ValueError):
+            return None
+        return digest.hex() if len(digest) == 32 else None
     return None
 
 
-allowed = matches_any  # shell-style globs over the whole path; `*` also matches `/`
+HASH_RULE = "expected_hash must be empty, 64 lowercase hex characters or base64url of SHA-256"
 
 
-def pattern_problem(pattern: str) -> str | None:
-    """Why a glob cannot be used to list notes, or None."""
-    if not _is_utf8(pattern):
-        return "not valid Unicode text"
-    if len(pattern.encode()) > MAX_PATH_BYTES:
-        return f"longer than {MAX_PATH_BYTES} bytes"
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in pattern):
-        return "contains NUL or control characters"
-    return None
+def parse_expected(expected: Any) -> tuple[str | None, str | None]:
+    """(normalised expected hash, problem): None stays None (no check), "" stays ""."""
+    if expected is None:
+        return None, None
+    if not isinstance(expected, str):
+        return None, "expected_hash must be a string"
+    if expected == "":
+        return "", None
+    normalised = normalize_hash(expected)
+    return (normalised, None) if normalised is not None else (None, HASH_RULE)
+
+
+def _may_write(path: str, write_patterns: Sequence[str] | None) -> bool:
+    return write_patterns is None or matches_any(path, tuple(write_patterns))
 
 
 def parse_changes(
-    raw: Any, *, write_patterns: list[str] | tuple[str, ...]
+    raw: Any, *, write_patterns: Sequence[str] | None
 ) -> tuple[list[Change], list[ChangeError]]:
-    """Validate a batch as received (JSON); return the changes and every error found."""
+    """Validate a batch of writes as received (JSON); return the changes and every error.
+    `write_patterns` None: every path may be written (an API key)."""
     if not isinstance(raw, list):
         return [], [ChangeError("", "changes must be an array")]
     if len(raw) > MAX_BATCH_CHANGES:
@@ -107,39 +122,75 @@ def parse_changes(
         if not isinstance(item, dict):
             errors.append(ChangeError(f"#{index}", "a change must be an object"))
             continue
-        path, content, expected = item.get("path"), item.get("content"), item.get("expected_hash")
+        path, content = item.get("path"), item.get("content")
         if not isinstance(path, str):
             errors.append(ChangeError(f"#{index}", "path must be a string"))
             continue
-        path = unicodedata.normalize("NFC", path)
-        problem = path_problem(path)
-        if problem is None and not isinstance(content, str):
-            problem = "content must be a string"
-        if problem is None and not _is_utf8(content):  # type: ignore[arg-type]
-            problem = "content is not valid Unicode text (lone surrogate)"
-        if problem is None and "\x00" in content:  # type: ignore[operator]
-            problem = "content must not contain NUL characters"
-        if problem is None and expected is not None and not isinstance(expected, str):
-            problem = "expected_hash must be a string"
-        if problem is None and expected and not _HASH.match(expected):
-            problem = "expected_hash must be empty or 64 lowercase hex characters"
+        path = unicodedata.normalize("NFC", path) if _is_utf8(path) else path
+        expected, problem = parse_expected(item.get("expected_hash"))
+        problem = path_problem(path) or _content_problem(content) or problem
         if problem is None and path in seen:
             problem = "path appears twice in the batch"
         if problem is not None:
-            errors.append(ChangeError(path, problem))
+            errors.append(ChangeError(path if _is_utf8(path) else f"#{index}", problem))
             continue
-        size = len(content.encode())  # type: ignore[union-attr]
+        assert isinstance(content, str)
+        size = len(content.encode())
         total += size
         if size > MAX_NOTE_BYTES:
             errors.append(
                 ChangeError(path, f"content is larger than {MAX_NOTE_BYTES} bytes", TOO_LARGE)
             )
             continue
-        if not allowed(path, write_patterns):
+        if not _may_write(path, write_patterns):
             errors.append(ChangeError(path, "path is outside the write patterns", FORBIDDEN))
             continue
         seen.add(path)
-        changes.append(Change(path, content, expected))  # type: ignore[arg-type]
+        changes.append(Change(path, content, expected))
     if total > MAX_BATCH_BYTES:
         errors.append(ChangeError("", f"batch is larger than {MAX_BATCH_BYTES} bytes", TOO_LARGE))
+    return changes, errors
+
+
+def _content_problem(content: Any) -> str | None:
+    if not isinstance(content, str):
+        return "content must be a string"
+    if not _is_utf8(content):
+        return "content is not valid Unicode text (lone surrogate)"
+    if "\x00" in content:
+        return "content must not contain NUL characters"
+    return None
+
+
+def parse_removals(
+    raw: Any, *, write_patterns: Sequence[str] | None
+) -> tuple[list[Change], list[ChangeError]]:
+    """Validate removals: a list of {"path", optional "expected_hash"} (hideNotes, DELETE)."""
+    if not isinstance(raw, list):
+        return [], [ChangeError("", "paths must be an array")]
+    if len(raw) > MAX_BATCH_CHANGES:
+        return [], [ChangeError("", f"at most {MAX_BATCH_CHANGES} paths per batch", TOO_LARGE)]
+    changes: list[Change] = []
+    errors: list[ChangeError] = []
+    seen: set[str] = set()
+    for index, item in enumerate(raw):
+        path = item.get("path") if isinstance(item, dict) else None
+        if not isinstance(path, str):
+            errors.append(ChangeError(f"#{index}", "path must be a string"))
+            continue
+        path = unicodedata.normalize("NFC", path) if _is_utf8(path) else path
+        expected, problem = parse_expected(item.get("expected_hash"))
+        if problem is None and expected == "":
+            problem = "expected_hash must not be empty for a removal (the note must exist)"
+        problem = path_problem(path) or problem
+        if problem is None and path in seen:
+            problem = "path appears twice in the batch"
+        if problem is not None:
+            errors.append(ChangeError(path if _is_utf8(path) else f"#{index}", problem))
+            continue
+        if not _may_write(path, write_patterns):
+            errors.append(ChangeError(path, "path is outside the write patterns", FORBIDDEN))
+            continue
+        seen.add(path)
+        changes.append(Change(path, None, expected))
     return changes, errors

@@ -1,0 +1,220 @@
+"""The agent GraphQL API (CONTRACT §5) on the importer: `POST /graphql`, schema-first
+(graphql/agent.graphql), trip2g's operation names. Resolvers are thin: every read and
+write goes through agent_notes.py, the same code path as the REST routes.
+
+A missing or forged token is HTTP 401; a rule violation is an `ErrorPayload` (one
+`NoteError` per offending path) and writes nothing; GraphQL's own input errors and bad
+arguments are `BAD_USER_INPUT` with `extensions.field`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from ariadne import (
+    MutationType,
+    QueryType,
+    UnionType,
+    graphql,
+    load_schema_from_path,
+    make_executable_schema,
+)
+from graphql import DocumentNode, GraphQLError, GraphQLResolveInfo, GraphQLSchema, parse
+
+from cronhooks_common.clock import Clock
+from cronhooks_common.globs import pattern_problem
+from cronhooks_common.graphql_support import (
+    bad_input,
+    datetime_scalar,
+    format_error,
+    silence_ariadne_logger,
+)
+from cronhooks_common.paths import path_problem
+from cronhooks_common.tokens import ApiTokens
+from cronhooks_importer.agent_notes import AgentNotes, WriteResult
+from cronhooks_importer.callers import Caller, Unauthorized, caller_of
+
+MAX_REQUEST_BYTES = 24 << 20
+MAX_ERRORS_IN_MESSAGE = 5
+
+query = QueryType()
+mutation = MutationType()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentContext:
+    caller: Caller
+    notes: AgentNotes
+
+
+Info = GraphQLResolveInfo[AgentContext]
+
+
+def _ctx(info: Info) -> tuple[Caller, AgentNotes]:
+    return info.context.caller, info.context.notes
+
+
+@query.field("notePaths")
+async def resolve_note_paths(_: Any, info: Info, pattern: str = "*") -> list[Any]:
+    caller, notes = _ctx(info)
+    problem = pattern_problem(pattern)
+    if problem is not None:
+        raise bad_input("pattern", problem)
+    return [
+        {
+            "path": r["path"],
+            "latest_content_hash": r["content_hash"],
+            "version": r["version"],
+            "updated_at": r["updated_at"],
+        }
+        for r in await notes.readable(caller, pattern)
+    ]
+
+
+@query.field("note")
+async def resolve_note(_: Any, info: Info, path: str) -> Any:
+    caller, notes = _ctx(info)
+    problem = path_problem(path)
+    if problem is not None:
+        raise bad_input("path", problem)
+    if not caller.may_read(path):
+        raise GraphQLError(
+            f"{path} is outside the token's read_patterns", extensions={"code": "FORBIDDEN"}
+        )
+    row = await notes.get(path)
+    return None if row is None else dict(row)
+
+
+def _error_payload(result: WriteResult) -> dict[str, Any]:
+    shown = "; ".join(
+        f"{e.path}: {e.error}" if e.path else e.error
+        for e in result.errors[:MAX_ERRORS_IN_MESSAGE]
+    )
+    more = len(result.errors) - MAX_ERRORS_IN_MESSAGE
+    return {
+        "__typename": "ErrorPayload",
+        "message": f"rejected, nothing written: {shown}" + (f" (+{more} more)" if more > 0 else ""),
+        "errors": [e.to_json() for e in result.errors],
+    }
+
+
+@mutation.field("pushNotes")
+async def resolve_push_notes(_: Any, info: Info, input: dict[str, Any]) -> Any:
+    caller, notes = _ctx(info)
+    updates = [
+        {"path": u["path"], "content": u["content"], "expected_hash": u.get("expected_hash")}
+        for u in input["updates"]
+    ]
+    stage = bool(input.get("skip_commit"))
+    result = await (notes.stage(caller, updates) if stage else notes.push(caller, updates))
+    if result.errors:
+        return _error_payload(result)
+    return {
+        "__typename": "PushNotesPayload",
+        "notes": [
+            {
+                "id": result.ids[a.path],
+                "path": a.path,
+                "content_hash": a.content_hash,
+                "version": a.version,
+                "assets": [],
+            }
+            for a in result.applied
+        ],
+    }
+
+
+@mutation.field("commitNotes")
+async def resolve_commit_notes(_: Any, info: Info) -> Any:
+    caller, notes = _ctx(info)
+    result = await notes.commit(caller)
+    if result.errors:
+        return _error_payload(result)
+    return {"__typename": "CommitNotesPayload", "success": True}
+
+
+@mutation.field("hideNotes")
+async def resolve_hide_notes(_: Any, info: Info, input: dict[str, Any]) -> Any:
+    caller, notes = _ctx(info)
+    result = await notes.hide(caller, [{"path": p} for p in input["paths"]])
+    if result.errors:
+        return _error_payload(result)
+    return {"__typename": "HideNotesPayload", "paths": [a.path for a in result.applied]}
+
+
+def _typename(obj: dict[str, Any], *_: Any) -> str:
+    return str(obj["__typename"])
+
+
+def build_agent_schema() -> GraphQLSchema:
+    unions = [
+        UnionType(name, _typename)
+        for name in (
+            "PushNotesOrErrorPayload",
+            "CommitNotesOrErrorPayload",
+            "HideNotesOrErrorPayload",
+        )
+    ]
+    return make_executable_schema(
+        load_schema_from_path(str(Path(__file__).parent / "graphql")),
+        datetime_scalar,
+        query,
+        mutation,
+        *unions,
+        convert_names_case=True,
+    )
+
+
+def _errors(status: int, code: str, message: str) -> web.Response:
+    return web.json_response(
+        {"errors": [{"message": message, "extensions": {"code": code}}]}, status=status
+    )
+
+
+def add_agent_graphql(
+    app: web.Application, *, notes: AgentNotes, tokens: ApiTokens, clock: Clock
+) -> None:
+    schema = build_agent_schema()
+    ariadne_logger = silence_ariadne_logger()
+
+    async def execute(request: web.Request) -> web.Response:
+        try:
+            caller = caller_of(request, tokens, clock.now())
+        except Unauthorized as exc:
+            return _errors(401, "UNAUTHENTICATED", str(exc))
+        if request.content_length is not None and request.content_length > MAX_REQUEST_BYTES:
+            too_large = f"request body is larger than {MAX_REQUEST_BYTES} bytes"
+            return _errors(413, "PAYLOAD_TOO_LARGE", too_large)
+        try:
+            data: Any = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError):
+            return _errors(400, "BAD_REQUEST", "request body must be JSON")
+        if not isinstance(data, dict):
+            return _errors(400, "BAD_REQUEST", "request body must be a JSON object")
+        document = _document(data)
+        success, result = await graphql(
+            schema,
+            data,
+            context_value=AgentContext(caller, notes),
+            debug=False,
+            # parsed once: ariadne parses again only what did not parse (to report why)
+            query_parser=None if document is None else lambda *_: document,
+            error_formatter=partial(format_error, document=document),
+            logger=ariadne_logger,
+        )
+        return web.json_response(result, status=200 if success or "data" in result else 400)
+
+    app.router.add_post("/graphql", execute)
+
+
+def _document(data: dict[str, Any]) -> DocumentNode | None:
+    """The parsed query (None if it does not parse)."""
+    try:
+        return parse(data["query"]) if isinstance(data.get("query"), str) else None
+    except GraphQLError:
+        return None

@@ -1,0 +1,83 @@
+"""Calling the agent token API in tests: mint api_tokens as the dispatcher does, and call
+the importer's REST routes and GraphQL endpoint."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from cronhooks_common.settings import Settings
+from cronhooks_common.tokens import ApiTokens
+from tests.support.inprocess import Running
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def tokens(settings: Settings, **over: Any) -> ApiTokens:
+    return ApiTokens(
+        master_key=over.get("key", settings.secret_key),
+        issuer=over.get("issuer", settings.public_url),
+        ttl_seconds=over.get("ttl", settings.api_token_ttl_seconds),
+    )
+
+
+def mint(
+    settings: Settings,
+    *,
+    read: list[str] | None = None,
+    write: list[str] | None = None,
+    depth: int = 1,
+    max_depth: int = 1,
+    now: datetime = NOW,
+    **over: Any,
+) -> str:
+    return tokens(settings, **over).mint(
+        webhook_id=7,
+        delivery_id=42,
+        depth=depth,
+        read_patterns=read or ["*"],
+        write_patterns=write if write is not None else ["*"],
+        now=now,
+        max_depth=max_depth,
+    )
+
+
+async def call(
+    r: Running,
+    method: str,
+    path: str,
+    token: str | None = None,
+    body: Any = None,
+    raw: bytes | None = None,
+) -> tuple[int, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(
+            method,
+            f"{r.urls['importer']}{path}",
+            headers=headers,
+            json=body if raw is None else None,
+            data=raw,
+        ) as resp,
+    ):
+        text = await resp.text()
+        try:
+            return resp.status, await resp.json(content_type=None)
+        except ValueError:
+            return resp.status, text
+
+
+async def push(r: Running, token: str, *changes: dict[str, Any]) -> tuple[int, Any]:
+    return await call(r, "POST", "/api/notes", token, {"changes": list(changes)})
+
+
+async def agent_graphql(
+    r: Running, token: str | None, query: str, variables: dict[str, Any] | None = None
+) -> tuple[int, Any]:
+    """POST {api_url}/graphql on the importer with the api_token as Bearer."""
+    return await call(
+        r, "POST", "/graphql", token, {"query": query, "variables": variables or {}}
+    )
