@@ -66,3 +66,30 @@ def test_other_issuer_is_rejected() -> None:
 def test_garbage_is_rejected() -> None:
     with pytest.raises(TokenError):
         TOKENS.verify("not.a.jwt", now=NOW)
+
+
+def _resigned(**claims: object) -> str:
+    """A token signed with the real key whose claims we chose (an attacker cannot, but a
+    buggy issuer could: verification must still answer TokenError, never crash)."""
+    from cronhooks_common.crypto import derive_key
+
+    base = jwt.decode(mint(), options={"verify_signature": False})
+    return jwt.encode({**base, **claims}, derive_key("m" * 40, "api-token/v1"), algorithm="HS256")
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [{"exp": 10**12}, {"exp": 1e300}, {"iat": 10**12}, {"exp": "tomorrow"}, {"exp": True}],
+)
+def test_absurd_time_claims_are_refused_not_crashed(claims: dict[str, object]) -> None:
+    with pytest.raises(TokenError):
+        TOKENS.verify(_resigned(**claims), now=NOW)
+
+
+def test_times_are_judged_by_the_injected_clock_not_the_wall_clock() -> None:
+    # Issued and verified a year ahead of the machine's clock (a test's ManualClock): valid.
+    ahead = datetime.now(UTC) + timedelta(days=365)
+    assert TOKENS.verify(mint(now=ahead), now=ahead + timedelta(seconds=1)).token_id
+    # Issued in the future of the verifier's now (beyond the allowed skew): refused.
+    with pytest.raises(TokenError, match="not yet valid"):
+        TOKENS.verify(mint(now=NOW + timedelta(minutes=5)), now=NOW)

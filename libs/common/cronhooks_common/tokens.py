@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import jwt
 
@@ -19,8 +20,22 @@ AUDIENCE = "cronhooks-api"
 ALGORITHM = "HS256"
 
 
+CLOCK_SKEW = timedelta(seconds=30)
+
+
 class TokenError(ValueError):
     """The token is missing, forged, expired or for someone else."""
+
+
+def _moment(claims: dict[str, Any], name: str, now: datetime) -> datetime:
+    """A NumericDate claim as a datetime; absurd values (10^12, NaN, a string) are refused."""
+    value = claims.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TokenError(f"claim {name} must be a number")
+    try:
+        return datetime.fromtimestamp(value, tz=now.tzinfo)
+    except (OverflowError, OSError, ValueError):
+        raise TokenError(f"claim {name} is out of range") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +47,7 @@ class ApiClaims:
     write_patterns: tuple[str, ...]
     expires_at: datetime
     max_depth: int | None = None  # the webhook's maxDepth when the token was minted
+    token_id: str | None = None  # the jti: names the token (its staged updates)
 
 
 class ApiTokens:
@@ -75,13 +91,21 @@ class ApiTokens:
                 algorithms=[ALGORITHM],
                 audience=AUDIENCE,
                 issuer=self._issuer,
-                options={"require": ["exp", "iat", "sub", "aud", "iss"], "verify_exp": False},
+                # Times are judged against the injected `now`, not PyJWT's wall clock.
+                options={
+                    "require": ["exp", "iat", "sub", "aud", "iss"],
+                    "verify_exp": False,
+                    "verify_iat": False,
+                    "verify_nbf": False,
+                },
             )
         except jwt.PyJWTError as exc:
             raise TokenError(str(exc)) from None
-        expires = datetime.fromtimestamp(claims["exp"], tz=now.tzinfo)
+        expires = _moment(claims, "exp", now)
         if expires <= now:
             raise TokenError("token has expired")
+        if _moment(claims, "iat", now) > now + CLOCK_SKEW:
+            raise TokenError("token is not yet valid (iat)")
         try:
             return ApiClaims(
                 subject=str(claims["sub"]),
@@ -91,6 +115,7 @@ class ApiTokens:
                 write_patterns=tuple(str(p) for p in claims.get("write_patterns", [])),
                 expires_at=expires,
                 max_depth=None if claims.get("max_depth") is None else int(claims["max_depth"]),
+                token_id=None if claims.get("jti") is None else str(claims["jti"]),
             )
         except (KeyError, TypeError, ValueError):
             raise TokenError("token claims are malformed") from None
