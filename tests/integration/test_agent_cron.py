@@ -1,11 +1,15 @@
 """Managed one-shot triggers end to end (CONTRACT §9): agents provision over HTTP, the
-platform calls them back with a JWT that the SDK verifies with PyJWKClient against the
-JWKS — on the running services with a controlled clock and SDK agents on loopback."""
+platform calls them back with a JWT that the SDK — and a verifier written like hermes'
+Chronos one — verifies with PyJWKClient against the JWKS; on the running services with a
+controlled clock and SDK agents on loopback."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,13 +23,26 @@ from cronhooks_agent import CronClient, FireVerifier, SqliteClaimStore
 from cronhooks_common import db
 from cronhooks_common.clock import ManualClock, iso
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.keys import active_key
+from cronhooks_common.keys import active_key, published_jwks
 from cronhooks_common.settings import Settings
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.sdk_agent import SdkAgent
 
 CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
   accessToken agent { id instanceId callbackUrl } } }"""
+# What NousResearch hermes' Chronos verifier accepts: no EdDSA, hence RS256 by default.
+HERMES_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384"]
+
+
+@pytest.fixture
+def fire_algorithm() -> str:
+    """CRONHOOKS_FIRE_JWT_ALGORITHM of the system under test; tests parametrize it."""
+    return "RS256"
+
+
+@pytest.fixture
+def settings(settings: Settings, fire_algorithm: str) -> Settings:
+    return dataclasses.replace(settings, fire_jwt_algorithm=fire_algorithm)
 
 
 @pytest.fixture
@@ -53,17 +70,52 @@ async def make_agent(
     return agent, created["accessToken"], created["agent"]["id"]
 
 
-async def api(r: Running, token: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+async def api(
+    r: Running, token: str | None, method: str, path: str, body: Any = None
+) -> tuple[int, Any]:
     async with (
         aiohttp.ClientSession() as session,
         session.request(
             method,
             f"{r.urls['admin-api']}/api/agent-cron/{path}",
             json=body,
-            headers={"Authorization": f"Bearer {token}"},
+            headers={} if token is None else {"Authorization": f"Bearer {token}"},
         ) as resp,
     ):
         return resp.status, await resp.json(content_type=None)
+
+
+def jwks_url(r: Running) -> str:
+    return f"{r.urls['admin-api']}/.well-known/jwks.json"
+
+
+async def jwks(r: Running) -> list[dict[str, Any]]:
+    async with aiohttp.ClientSession() as session, session.get(jwks_url(r)) as resp:
+        assert resp.status == 200
+        keys: list[dict[str, Any]] = (await resp.json())["keys"]
+        return keys
+
+
+def hermes_verify(token: str, url: str, instance_id: str, issuer: str) -> dict[str, Any]:
+    """A fire JWT checked the way hermes' Chronos verifier does (blocking: run in a thread)."""
+    signing_key = jwt.PyJWKClient(url).get_signing_key_from_jwt(token)
+    claims: dict[str, Any] = jwt.decode(
+        token,
+        signing_key.key,
+        algorithms=HERMES_ALGORITHMS,
+        audience=f"agent:{instance_id}",
+        issuer=issuer,
+        leeway=30,
+    )
+    if claims.get("purpose") != "cron_fire":
+        raise jwt.InvalidTokenError("not a cron_fire token")
+    return claims
+
+
+def fire_token(agent: SdkAgent, index: int = -1) -> str:
+    headers = agent.requests[index]["headers"]
+    assert isinstance(headers, dict)
+    return str(headers["Authorization"]).split()[1]
 
 
 async def timer_due(dsn: str, agent_id: int, job_id: str) -> datetime | None:
@@ -110,7 +162,7 @@ async def test_provision_then_fire_at_fire_at_with_a_verified_jwt(
     raw = request["headers"]["Authorization"].split()[1]
     header = jwt.get_unverified_header(raw)
     claims = jwt.decode(raw, options={"verify_signature": False})
-    assert header["alg"] == "EdDSA" and header["kid"]
+    assert header["alg"] == "RS256" and header["kid"]  # the default
     assert claims["aud"] == "agent:inst-1" and claims["iss"] == settings.public_url
     assert claims["purpose"] == "cron_fire" and claims["job_id"] == "digest" and claims["jti"]
     assert claims["nbf"] <= claims["iat"] < claims["exp"] <= claims["iat"] + 120
@@ -301,12 +353,14 @@ async def test_two_replicas_sharing_a_claim_store_run_once(
 async def test_forged_expired_wrong_purpose_or_audience_tokens_are_refused(
     system, settings: Settings, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
-    r, admin, _clock = system
+    r, admin, clock = system
     agent, _token, _ = await make_agent(r, admin, settings, tmp_path, "inst-j")
     async with r.services["admin-api"].commands.pool.acquire() as conn:  # type: ignore[attr-defined]
-        key = await active_key(conn, SecretBox(settings.secret_key))
+        key = await active_key(
+            conn, SecretBox(settings.secret_key), algorithm="RS256", now=clock.now()
+        )
     now = int(datetime.now(UTC).timestamp())
     good = {
         "iss": settings.public_url,
@@ -318,21 +372,18 @@ async def test_forged_expired_wrong_purpose_or_audience_tokens_are_refused(
         "exp": now + 60,
         "jti": "1",
     }
-    forged = jwt.encode(
-        good, Ed25519PrivateKey.generate(), algorithm="EdDSA", headers={"kid": key.kid}
-    )
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     cases = {
         "valid": key.sign(good),
-        "forged": forged,
+        "forged": jwt.encode(good, stranger, algorithm="RS256", headers={"kid": key.kid}),
         "expired": key.sign({**good, "iat": now - 300, "nbf": now - 300, "exp": now - 100}),
         "not yet valid": key.sign({**good, "nbf": now + 300}),
         "wrong purpose": key.sign({**good, "purpose": "api"}),
         "no purpose": key.sign({k: v for k, v in good.items() if k != "purpose"}),
         "wrong audience": key.sign({**good, "aud": "agent:someone-else"}),
         "wrong issuer": key.sign({**good, "iss": "http://evil.example"}),
-        "unknown kid": jwt.encode(
-            good, Ed25519PrivateKey.generate(), algorithm="EdDSA", headers={"kid": "nope"}
-        ),
+        "unknown kid": jwt.encode(good, stranger, algorithm="RS256", headers={"kid": "nope"}),
+        "alg none": jwt.encode(good, None, algorithm="none", headers={"kid": key.kid}),
     }
     async with aiohttp.ClientSession() as session:
         results = {}
@@ -361,6 +412,7 @@ async def test_forged_expired_wrong_purpose_or_audience_tokens_are_refused(
         "wrong audience": 401,
         "wrong issuer": 401,
         "unknown kid": 401,
+        "alg none": 401,
         "no job_id": 400,
         "no token": 401,
     }
@@ -384,42 +436,177 @@ async def test_reconcile_arms_rearms_and_cancels(
     await agent.stop()
 
 
-async def test_key_rotation_keeps_the_retired_key_until_its_tokens_expire(
+async def fire_now(r: Running, token: str, agent: SdkAgent, clock: ManualClock, job_id: str) -> str:
+    """Provision `job_id` due now, wait for its fire and return the fire's JWT."""
+    before = len(agent.runs)
+    status, _ = await api(
+        r, token, "POST", "provision", {"job_id": job_id, "fire_at": clock.now().isoformat()}
+    )
+    assert status == 200
+    await agent.wait_runs(before + 1)
+    return fire_token(agent)
+
+
+def check_jwks_entries(keys: list[dict[str, Any]]) -> None:
+    for key in keys:
+        assert key["kid"] and key["use"] == "sig", key
+        assert key["alg"] in ("RS256", "ES256", "EdDSA"), key
+        assert {"RS256": "RSA", "ES256": "EC", "EdDSA": "OKP"}[key["alg"]] == key["kty"]
+        assert "d" not in key and "p" not in key  # public halves only
+
+
+@pytest.mark.parametrize("fire_algorithm", ["RS256", "ES256", "EdDSA"])
+async def test_admin_api_publishes_a_key_of_the_configured_algorithm_from_the_start(
+    settings: Settings, fire_algorithm: str
+) -> None:
+    async with running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)) as r:
+        [key] = await jwks(r)  # before any fire: never {"keys": []}
+    check_jwks_entries([key])
+    assert key["alg"] == fire_algorithm
+    if fire_algorithm == "RS256":
+        n = int.from_bytes(jwt.utils.base64url_decode(key["n"]), "big")
+        assert n.bit_length() == 2048
+    if fire_algorithm == "ES256":
+        assert key["crv"] == "P-256"
+    if fire_algorithm == "EdDSA":
+        assert key["crv"] == "Ed25519"
+
+
+@pytest.mark.parametrize("fire_algorithm", ["RS256", "ES256"])
+async def test_a_fire_verifies_like_hermes_chronos(
+    system, settings: Settings, tmp_path: Path, fire_algorithm: str
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, clock = system
+    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "chronos-1")
+    raw = await fire_now(r, token, agent, clock, "nightly")
+    assert jwt.get_unverified_header(raw)["alg"] == fire_algorithm
+    claims = await asyncio.to_thread(
+        hermes_verify, raw, jwks_url(r), "chronos-1", settings.public_url
+    )
+    assert claims["job_id"] == "nightly" and claims["exp"] - claims["iat"] <= 120
+    check_jwks_entries(await jwks(r))
+    await agent.stop()
+
+
+@pytest.mark.parametrize("fire_algorithm", ["EdDSA"])
+async def test_eddsa_fires_verify_with_the_sdk_when_configured(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, clock = system
+    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "ed-1")
+    raw = await fire_now(r, token, agent, clock, "j")  # the SDK agent verified and ran it
+    assert jwt.get_unverified_header(raw)["alg"] == "EdDSA"
+    assert agent.statuses == [202]
+    check_jwks_entries(await jwks(r))
+    # Why EdDSA is not the default: hermes' verifier does not accept it.
+    with pytest.raises(jwt.InvalidAlgorithmError):
+        await asyncio.to_thread(hermes_verify, raw, jwks_url(r), "ed-1", settings.public_url)
+    await agent.stop()
+
+
+@pytest.mark.parametrize("fire_algorithm", ["ES256"])
+async def test_a_key_of_another_algorithm_is_replaced_once_and_stays_published(
+    settings: Settings,
+) -> None:
+    """A restart with another CRONHOOKS_FIRE_JWT_ALGORITHM: every process wants a new key
+    at once; they agree on one, and the old key still verifies the tokens it signed."""
+    box = SecretBox(settings.secret_key)
+    now = datetime.now(UTC)
+    conns = [await db.connect(settings.database_url, name=f"k{i}") for i in range(8)]
+    try:
+        old = await active_key(conns[0], box, algorithm="EdDSA", now=now)
+        keys = await asyncio.gather(
+            *(active_key(c, box, algorithm="ES256", now=now) for c in conns)
+        )
+        assert {k.kid for k in keys} != {old.kid} and len({k.kid for k in keys}) == 1
+        assert {k.algorithm for k in keys} == {"ES256"}
+        rows = await conns[0].fetch(
+            "select kid, algorithm, retired_at from shared.signing_keys order by created_at"
+        )
+        assert [(r["kid"], r["retired_at"] is None) for r in rows] == [
+            (old.kid, False),
+            (keys[0].kid, True),
+        ]
+        published = await published_jwks(conns[0], now=now)
+        assert {k["kid"]: k["alg"] for k in published["keys"]} == {
+            old.kid: "EdDSA",
+            keys[0].kid: "ES256",
+        }
+    finally:
+        for c in conns:
+            await c.close()
+
+
+async def run_cli(settings: Settings, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cronhooks_common.cli",
+        *args,
+        env={**os.environ, **settings.to_env()},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+@pytest.mark.parametrize("fire_algorithm", ["RS256", "ES256", "EdDSA"])
+async def test_keys_rotate_keeps_the_retired_key_and_new_fires_use_the_new_kid(
+    settings: Settings, tmp_path: Path, fire_algorithm: str
+) -> None:
+    # The fire JWTs carry the platform clock's time and agents check them against the real
+    # one (30 s leeway): start 20 s back, so that after the key cache's 30 s both agree.
+    from cronhooks_dispatcher.fire import KEY_REFRESH
+
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=20))
+    async with running(settings, clock) as r:
+        admin = await admin_token(settings.database_url)
+        # One agent is fired before the rotation, the other after it. (PyJWKClient refetches
+        # a JWKS for an unknown kid only 30 s after its last fetch: an agent that has just
+        # fetched refuses the new kid at first, and the platform's retry gets through.)
+        early, early_token, _ = await make_agent(r, admin, settings, tmp_path, "rot-early")
+        late, late_token, _ = await make_agent(r, admin, settings, tmp_path, "rot-late")
+        before = await fire_now(r, early_token, early, clock, "before")
+        old_kid = jwt.get_unverified_header(before)["kid"]
+
+        out = await run_cli(settings, "keys", "rotate")
+        assert f"retired key {old_kid}; signing now with" in out and fire_algorithm in out
+        keys = {k["kid"]: k for k in await jwks(r)}
+        [new_kid] = keys.keys() - {old_kid}
+        assert keys[new_kid]["alg"] == keys[old_kid]["alg"] == fire_algorithm
+        check_jwks_entries(list(keys.values()))
+        # A token the retired key signed still verifies (fresh verifier: a fresh JWKS fetch).
+        fresh = FireVerifier(
+            jwks_url=jwks_url(r), audience="agent:rot-early", issuer=settings.public_url
+        )
+        assert (await fresh.verify(before))["job_id"] == "before"
+
+        clock.advance(KEY_REFRESH + timedelta(seconds=1))  # the dispatcher re-reads its key
+        after = await fire_now(r, late_token, late, clock, "after")
+        assert jwt.get_unverified_header(after)["kid"] == new_kid
+        assert late.statuses == [202]  # verified with the new key from the JWKS
+        assert (await fresh.verify(before))["job_id"] == "before"
+        await early.stop()
+        await late.stop()
+
+
+async def test_rotate_keeps_the_retired_key_until_its_tokens_expire(
     system, settings: Settings
 ) -> None:  # type: ignore[no-untyped-def]
-    from cronhooks_common.keys import PUBLISH_RETIRED_FOR, published_jwks, rotate
+    from cronhooks_common.keys import PUBLISH_RETIRED_FOR, rotate
 
-    r, _, clock = system
+    _, _, clock = system
     box = SecretBox(settings.secret_key)
     conn = await db.connect(settings.database_url, name="keys")
     try:
-        old = await active_key(conn, box)
-        now = int(clock.now().timestamp())
-        claims = {
-            "iss": settings.public_url,
-            "aud": "agent:rot",
-            "purpose": "cron_fire",
-            "job_id": "x",
-            "iat": now,
-            "nbf": now,
-            "exp": now + 60,
-        }
-        signed_before = old.sign(claims)
-        retired, new_kid = await rotate(conn, box, now=clock.now())
+        old = await active_key(conn, box, algorithm="RS256", now=clock.now())
+        retired, new_kid = await rotate(conn, box, algorithm="ES256", now=clock.now())
         assert retired == old.kid and new_kid != old.kid
-        assert (await active_key(conn, box)).kid == new_kid
-        verifier = FireVerifier(
-            jwks_url=f"{r.urls['admin-api']}/.well-known/jwks.json",
-            audience="agent:rot",
-            issuer=settings.public_url,
-        )
-        assert (await verifier.verify(signed_before))["job_id"] == "x"  # the retired key verifies
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(f"{r.urls['admin-api']}/.well-known/jwks.json") as resp,
-        ):
-            kids = {k["kid"] for k in (await resp.json())["keys"]}
-        assert kids == {old.kid, new_kid}
+        assert (await active_key(conn, box, algorithm="ES256", now=clock.now())).kid == new_kid
+        now_published = await published_jwks(conn, now=clock.now())
+        assert {k["kid"] for k in now_published["keys"]} == {old.kid, new_kid}
         # Once every token it signed has expired (plus leeway), the old key is unpublished.
         later = await published_jwks(
             conn, now=clock.now() + PUBLISH_RETIRED_FOR + timedelta(seconds=1)
@@ -428,22 +615,3 @@ async def test_key_rotation_keeps_the_retired_key_until_its_tokens_expire(
         assert timedelta(seconds=150) < PUBLISH_RETIRED_FOR
     finally:
         await conn.close()
-
-
-async def test_the_cli_rotates_keys(settings: Settings) -> None:
-    import os
-    import sys
-
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_common.cli",
-        "keys",
-        "rotate",
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    assert "signing now with" in out.decode()

@@ -1,13 +1,29 @@
-"""The SDK's pure helpers: webhook signature verification (both schemes), the answer."""
+"""The SDK's helpers: webhook signature verification (both schemes), the answer, and the
+fire JWT checks of FireVerifier and fire_handler (against a JWKS served on loopback)."""
 
 from __future__ import annotations
 
+import base64
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
+import jwt
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from cronhooks_agent import SignatureError, SyncAnswer, verify_webhook
+from cronhooks_agent import (
+    FireAuthError,
+    FireVerifier,
+    SignatureError,
+    SyncAnswer,
+    verify_webhook,
+)
 from cronhooks_agent.answers import content_hash
+from cronhooks_common.keys import public_jwk
 from cronhooks_common.signing import SecretKeys, generate_secret, signature_headers
 
 BODY = b'{"version":1,"id":42}'
@@ -107,3 +123,78 @@ async def test_the_demo_agent_answers_with_a_digest_note_and_checks_signatures()
         assert answer["changes"][0]["expected_hash"] == ""
         resp = await client.post("/webhook", data=BODY, headers=signed(generate_secret()))
         assert resp.status == 401
+
+
+# --- fire JWTs (FireVerifier, fire_handler) ----------------------------------------------
+
+PRIVATE_KEYS: dict[str, Callable[[], Any]] = {
+    "RS256": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
+    "RS384": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
+    "RS512": lambda: rsa.generate_private_key(public_exponent=65537, key_size=3072),
+    "ES256": lambda: ec.generate_private_key(ec.SECP256R1()),
+    "ES384": lambda: ec.generate_private_key(ec.SECP384R1()),
+    "EdDSA": ed25519.Ed25519PrivateKey.generate,
+}
+ISSUER = "https://cronhooks.example"
+
+
+def fire_claims(**overrides: Any) -> dict[str, Any]:
+    now = int(time.time())
+    claims = {
+        "iss": ISSUER,
+        "aud": "agent:unit",
+        "purpose": "cron_fire",
+        "job_id": "j",
+        "fire_at": "2026-06-18T12:34:56+00:00",
+        "iat": now,
+        "nbf": now,
+        "exp": now + 60,
+        "jti": "1",
+    }
+    return {**claims, **overrides}
+
+
+@asynccontextmanager
+async def jwks_at(keys: list[dict[str, Any]]) -> AsyncIterator[FireVerifier]:
+    """A FireVerifier whose platform publishes `keys` on a loopback JWKS endpoint."""
+
+    async def serve(_: web.Request) -> web.Response:
+        return web.json_response({"keys": keys})
+
+    app = web.Application()
+    app.router.add_get("/.well-known/jwks.json", serve)
+    async with TestServer(app, host="127.0.0.1") as server:
+        yield FireVerifier(
+            jwks_url=str(server.make_url("/.well-known/jwks.json")),
+            audience="agent:unit",
+            issuer=ISSUER,
+        )
+
+
+@pytest.mark.parametrize("algorithm", sorted(PRIVATE_KEYS))
+async def test_the_fire_verifier_accepts_each_asymmetric_algorithm(algorithm: str) -> None:
+    private = PRIVATE_KEYS[algorithm]()
+    jwk = public_jwk(private, kid="k1", algorithm=algorithm)
+    token = jwt.encode(fire_claims(), private, algorithm=algorithm, headers={"kid": "k1"})
+    async with jwks_at([jwk]) as verifier:
+        assert (await verifier.verify(token))["job_id"] == "j"
+
+
+async def test_the_fire_verifier_refuses_symmetric_and_unsigned_tokens() -> None:
+    secret = b"a shared secret of at least 32 bytes!"
+    oct_jwk = {"kty": "oct", "kid": "hs", "alg": "HS256", "use": "sig", "k": b64(secret)}
+    private = PRIVATE_KEYS["RS256"]()
+    rsa_jwk = public_jwk(private, kid="rs", algorithm="RS256")
+    async with jwks_at([oct_jwk, rsa_jwk]) as verifier:
+        for token in (
+            jwt.encode(fire_claims(), secret, algorithm="HS256", headers={"kid": "hs"}),
+            jwt.encode(fire_claims(), None, algorithm="none", headers={"kid": "rs"}),
+        ):
+            with pytest.raises(FireAuthError):
+                await verifier.verify(token)
+        ok = jwt.encode(fire_claims(), private, algorithm="RS256", headers={"kid": "rs"})
+        assert (await verifier.verify(ok))["purpose"] == "cron_fire"
+
+
+def b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()

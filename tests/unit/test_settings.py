@@ -25,6 +25,7 @@ def test_defaults_match_the_contract() -> None:
         8082,
         8083,
     )
+    assert s.fire_jwt_algorithm == "RS256"
 
 
 def test_secret_key_is_required() -> None:
@@ -46,6 +47,10 @@ def test_secret_key_is_required() -> None:
         ("CRONHOOKS_API_TOKEN_TTL_SECONDS", "-1"),
         ("CRONHOOKS_AUTO_DISABLE_AFTER", "0"),
         ("CRONHOOKS_SECRET_KEY", "short"),
+        ("CRONHOOKS_FIRE_JWT_ALGORITHM", "HS256"),
+        ("CRONHOOKS_FIRE_JWT_ALGORITHM", "rs256"),
+        ("CRONHOOKS_FIRE_JWT_ALGORITHM", "none"),
+        ("CRONHOOKS_FIRE_JWT_ALGORITHM", ""),
     ],
 )
 def test_malformed_values_fail_with_one_line_naming_the_variable(name: str, value: str) -> None:
@@ -87,3 +92,21 @@ def test_unknown_variable_in_env_file_fails(tmp_path) -> None:  # type: ignore[n
 def test_round_trip_through_environment() -> None:
     s = Settings.from_mapping({**KEY, "CRONHOOKS_ALLOW_PRIVATE_TARGETS": "yes"})
     assert Settings.from_mapping(s.to_env()) == s
+
+
+@pytest.mark.parametrize("algorithm", ["RS256", "ES256", "EdDSA"])
+def test_fire_jwt_algorithm_takes_the_three_the_signer_knows(algorithm: str) -> None:
+    from cronhooks_common.keys import ALGORITHMS, DEFAULT_ALGORITHM
+
+    s = Settings.from_mapping({**KEY, "CRONHOOKS_FIRE_JWT_ALGORITHM": algorithm})
+    assert s.fire_jwt_algorithm == algorithm
+    assert algorithm in ALGORITHMS
+    assert Settings.from_mapping(KEY).fire_jwt_algorithm == DEFAULT_ALGORITHM
+
+
+def test_a_bad_fire_jwt_algorithm_names_the_variable_and_the_choices() -> None:
+    with pytest.raises(SettingsError) as err:
+        Settings.from_mapping({**KEY, "CRONHOOKS_FIRE_JWT_ALGORITHM": "HS256"})
+    assert str(err.value) == (
+        "CRONHOOKS_FIRE_JWT_ALGORITHM: expected one of RS256, ES256, EdDSA (got 'HS256')"
+    )

@@ -1,7 +1,8 @@
 """Receive managed one-shot fires: `POST /api/cron/fire` from cronhooks (CONTRACT §9).
 
 `FireVerifier` checks the platform's JWT with PyJWT's `PyJWKClient` against the JWKS
-(`{platform}/.well-known/jwks.json`): signature, `aud` (agent:{instance}), `iss`,
+(`{platform}/.well-known/jwks.json`): signature (RS256/384/512, ES256/384 or EdDSA, as
+the platform's CRONHOOKS_FIRE_JWT_ALGORITHM chose), `aud` (agent:{instance}), `iss`,
 `exp`/`nbf` with 30 s leeway, and `purpose == "cron_fire"` — a general token is refused.
 `fire_handler` answers 202 at once and runs the job in the background, after claiming
 (job_id, fire_at) in a store, so that repeated fires run the job at most once.
@@ -23,7 +24,8 @@ from cronhooks_agent.claims import ClaimStore
 log = structlog.get_logger(__name__)
 
 LEEWAY_SECONDS = 30
-ALGORITHMS = ["EdDSA", "RS256"]
+# Asymmetric algorithms only: with HS* a public key could be abused as an HMAC secret.
+ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "EdDSA"]
 
 
 class FireAuthError(Exception):

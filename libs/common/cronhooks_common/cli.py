@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="signing keys of the agent-cron fire JWTs")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     keys_sub.add_parser(
-        "rotate", help="retire the signing key (still published) and make a new one"
+        "rotate",
+        help="retire the signing key (still published) and make a new one of the"
+        " CRONHOOKS_FIRE_JWT_ALGORITHM algorithm",
     )
     up = sub.add_parser("up", help="migrate and run all services in one supervised tree")
     up.add_argument("--demo-agent", action="store_true", help="also run the demo agent")
@@ -104,12 +106,15 @@ async def _rotate_keys(settings: Settings) -> int:
     from cronhooks_common.crypto import SecretBox
     from cronhooks_common.keys import rotate
 
+    algorithm = settings.fire_jwt_algorithm
     conn = await db.connect(settings.database_url, name="keys")
     try:
-        retired, new = await rotate(conn, SecretBox(settings.secret_key), now=datetime.now(UTC))
+        retired, new = await rotate(
+            conn, SecretBox(settings.secret_key), algorithm=algorithm, now=datetime.now(UTC)
+        )
     finally:
         await conn.close()
-    print(f"retired key {retired or '(none)'}; signing now with {new}")
+    print(f"retired key {retired or '(none)'}; signing now with {new} ({algorithm})")
     return 0
 
 

@@ -104,6 +104,7 @@ class Settings:
     importer_port: int = 8081
     scheduler_port: int = 8082
     dispatcher_port: int = 8083
+    fire_jwt_algorithm: str = "RS256"  # how fire JWTs are signed (CONTRACT §9)
     dispatch_concurrency: int = 256  # deliveries in flight at once per dispatcher process
 
     @classmethod
@@ -172,5 +173,6 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "importer_port": _int(1, 65535),
     "scheduler_port": _int(1, 65535),
     "dispatcher_port": _int(1, 65535),
+    "fire_jwt_algorithm": _choice("RS256", "ES256", "EdDSA"),
     "dispatch_concurrency": _int(1, 10_000),
 }

@@ -15,11 +15,13 @@ from cronhooks_admin.http import add_graphql_routes
 from cronhooks_admin.schema import build_schema
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.crypto import SecretBox
+from cronhooks_common.keys import active_key
 from cronhooks_common.service import Runtime
 
 
 class AdminApi:
     def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
         self.commands = Commands(
             pool=runtime.pool,
             clock=runtime.clock,
@@ -51,7 +53,20 @@ class AdminApi:
         )
 
     async def start(self) -> None:
+        await self._ensure_signing_key()
         await self.consumer.start()
+
+    async def _ensure_signing_key(self) -> None:
+        """An active fire-JWT key of the configured algorithm from the start, so that the
+        JWKS agents fetch before their first fire is never empty."""
+        rt = self.runtime
+        async with rt.pool.acquire() as conn:
+            await active_key(
+                conn,
+                SecretBox(rt.settings.secret_key),
+                algorithm=rt.settings.fire_jwt_algorithm,
+                now=rt.clock.now(),
+            )
 
     async def stop(self) -> None:
         await self.consumer.stop()

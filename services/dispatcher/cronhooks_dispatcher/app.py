@@ -76,6 +76,7 @@ class DispatcherService:
             http=self._http,
             box=SecretBox(rt.settings.secret_key),
             clock=rt.clock,
+            algorithm=rt.settings.fire_jwt_algorithm,
             writer=self._writer,
             issuer=rt.settings.public_url,
             allow_private=rt.settings.allow_private_targets,

@@ -1,6 +1,7 @@
 """Call an agent back for a due one-shot trigger (CONTRACT §9).
 
-For each `trigger.requested` attempt: a fresh EdDSA JWT (`kid` in the header; `iss`
+For each `trigger.requested` attempt: a fresh JWT signed with the active key of
+CRONHOOKS_FIRE_JWT_ALGORITHM (RS256 by default; `kid` in the header; `iss`
 CRONHOOKS_PUBLIC_URL, `aud` agent:{instanceId}, `purpose` cron_fire, `job_id`, `iat`,
 `nbf`, `exp` 60 s later, `jti`), POST `{callback}/api/cron/fire` with
 `{"job_id", "fire_at"}`. A 2xx ends the trigger (`trigger.fired`, outcome delivered).
@@ -12,7 +13,6 @@ outcome failed. Retries are scheduler timers, like delivery retries.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,7 +38,7 @@ log = structlog.get_logger(__name__)
 TOKEN_LIFETIME = timedelta(seconds=60)
 FIRE_WINDOW = timedelta(minutes=15)
 ATTEMPT_TIMEOUT = 30.0
-KEY_REFRESH_SECONDS = 30.0
+KEY_REFRESH = timedelta(seconds=30)
 
 FIRES = Counter("cronhooks_dispatcher_fire_attempts_total", "Trigger callbacks", ["outcome"])
 
@@ -53,19 +53,21 @@ class FireCaller:
     http: aiohttp.ClientSession
     box: SecretBox
     clock: Clock
+    algorithm: str
     writer: RecordWriter
     issuer: str
     allow_private: bool
     lookups: DeliveryLookups
     _key: SigningKey | None = field(default=None, init=False)
-    _key_loaded: float = field(default=0.0, init=False)
+    _key_loaded: datetime | None = field(default=None, init=False)
 
-    async def signing_key(self) -> SigningKey:
-        # Re-read now and then, so that `cronhooks keys rotate` takes effect everywhere.
-        if self._key is None or time.monotonic() - self._key_loaded > KEY_REFRESH_SECONDS:
+    async def signing_key(self, now: datetime) -> SigningKey:
+        # Re-read now and then, so that `cronhooks keys rotate` takes effect everywhere
+        # (the retired key stays published far longer than this).
+        if self._key is None or self._key_loaded is None or now - self._key_loaded > KEY_REFRESH:
             async with self.pool.acquire() as conn:
-                self._key = await active_key(conn, self.box)
-            self._key_loaded = time.monotonic()
+                self._key = await active_key(conn, self.box, algorithm=self.algorithm, now=now)
+            self._key_loaded = now
         return self._key
 
     def token(self, key: SigningKey, d: dict[str, Any], now: datetime) -> str:
@@ -93,7 +95,7 @@ class FireCaller:
             headers = {
                 "Content-Type": "application/json",
                 "User-Agent": USER_AGENT,
-                "Authorization": f"Bearer {self.token(await self.signing_key(), d, now)}",
+                "Authorization": f"Bearer {self.token(await self.signing_key(now), d, now)}",
             }
             result = await sender.post(
                 self.http,
