@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import aiohttp
 import jwt
@@ -21,7 +22,7 @@ import pytest
 
 from cronhooks_agent import CronClient, FireVerifier, SqliteClaimStore
 from cronhooks_common import db
-from cronhooks_common.clock import ManualClock, iso
+from cronhooks_common.clock import ManualClock
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.keys import active_key, published_jwks
 from cronhooks_common.settings import Settings
@@ -118,6 +119,17 @@ def fire_token(agent: SdkAgent, index: int = -1) -> str:
     return str(headers["Authorization"]).split()[1]
 
 
+async def armed_events(dsn: str) -> int:
+    conn = await db.connect(dsn, name="t")
+    try:
+        count: int = await conn.fetchval(
+            "select count(*) from eventstore.events where type = 'trigger.armed'"
+        )
+        return count
+    finally:
+        await conn.close()
+
+
 async def timer_due(dsn: str, agent_id: int, job_id: str) -> datetime | None:
     conn = await db.connect(dsn, name="t")
     try:
@@ -158,13 +170,15 @@ async def test_provision_then_fire_at_fire_at_with_a_verified_jwt(
         job_id == "digest" and datetime.fromisoformat(fired_for.replace("Z", "+00:00")) == fire_at
     )
     request = agent.requests[-1]
-    assert json.loads(request["body"]) == {"job_id": "digest", "fire_at": iso(fire_at)}
+    # fire_at comes back exactly as provisioned, in the body and in the JWT.
+    assert json.loads(request["body"]) == {"job_id": "digest", "fire_at": fire_at.isoformat()}
     raw = request["headers"]["Authorization"].split()[1]
     header = jwt.get_unverified_header(raw)
     claims = jwt.decode(raw, options={"verify_signature": False})
     assert header["alg"] == "RS256" and header["kid"]  # the default
     assert claims["aud"] == "agent:inst-1" and claims["iss"] == settings.public_url
     assert claims["purpose"] == "cron_fire" and claims["job_id"] == "digest" and claims["jti"]
+    assert claims["fire_at"] == fire_at.isoformat()
     assert claims["nbf"] <= claims["iat"] < claims["exp"] <= claims["iat"] + 120
     # The trigger is consumed.
     await eventually(lambda: _empty_list(r, token))
@@ -198,14 +212,18 @@ async def test_duplicate_and_replacing_provisions_and_cancel(
     moved = {**first, "fire_at": (t0 + timedelta(seconds=20)).isoformat()}
     assert (await api(r, token, "POST", "provision", moved))[1]["schedule_id"] in ids
     _, listing = await api(r, token, "GET", "list")
-    assert listing["jobs"] == [
-        {
-            "job_id": "j",
-            "fire_at": iso(t0 + timedelta(seconds=20)),
-            "schedule_id": next(iter(ids)),
-            "agent_callback_url": agent.url,
-        }
-    ]
+    assert (
+        listing["jobs"]
+        == listing["armed"]
+        == [
+            {
+                "job_id": "j",
+                "fire_at": moved["fire_at"],
+                "schedule_id": next(iter(ids)),
+                "agent_callback_url": agent.url,
+            }
+        ]
+    )
     await eventually(lambda: _due_is(settings, agent_id, "j", t0 + timedelta(seconds=20)))
     clock.set(t0 + timedelta(seconds=15))  # the old time passes: nothing fires
     await asyncio.sleep(0.3)
@@ -236,7 +254,7 @@ async def test_agents_cannot_see_or_touch_each_others_jobs(
     b, token_b, _ = await make_agent(r, admin, settings, tmp_path, "inst-b")
     when = (clock.now() + timedelta(seconds=5)).isoformat()
     await api(r, token_a, "POST", "provision", {"job_id": "shared", "fire_at": when})
-    assert (await api(r, token_b, "GET", "list"))[1] == {"jobs": []}
+    assert (await api(r, token_b, "GET", "list"))[1] == {"jobs": [], "armed": []}
     await api(r, token_b, "POST", "cancel", {"job_id": "shared"})
     assert len((await api(r, token_a, "GET", "list"))[1]["jobs"]) == 1
     clock.advance(timedelta(seconds=5))
@@ -258,6 +276,7 @@ async def test_agents_cannot_see_or_touch_each_others_jobs(
         ({"job_id": "j", "fire_at": "2030-01-01T00:00:00"}, "fire_at"),
         ({"job_id": "j", "fire_at": "tomorrow"}, "fire_at"),
         ({"job_id": "j", "fire_at": 1234}, "fire_at"),
+        ({"job_id": "j", "fire_at": "2030-01-01T00:00:00." + "0" * 60 + "Z"}, "fire_at"),
         (
             {"job_id": "j", "fire_at": "2030-01-01T00:00:00Z", "agent_callback_url": "ftp://x"},
             "agent_callback_url",
@@ -272,7 +291,7 @@ async def test_malformed_provisions_name_the_field(
     agent, token, _ = await make_agent(r, admin, settings, tmp_path, "inst-v")
     status, answer = await api(r, token, "POST", "provision", body)
     assert status == 400 and answer["field"] == field, answer
-    assert (await api(r, token, "GET", "list"))[1] == {"jobs": []}
+    assert (await api(r, token, "GET", "list"))[1] == {"jobs": [], "armed": []}
     await agent.stop()
 
 
@@ -367,6 +386,7 @@ async def test_forged_expired_wrong_purpose_or_audience_tokens_are_refused(
         "aud": "agent:inst-j",
         "purpose": "cron_fire",
         "job_id": "x",
+        "fire_at": "t",
         "iat": now,
         "nbf": now,
         "exp": now + 60,
@@ -382,6 +402,8 @@ async def test_forged_expired_wrong_purpose_or_audience_tokens_are_refused(
         "no purpose": key.sign({k: v for k, v in good.items() if k != "purpose"}),
         "wrong audience": key.sign({**good, "aud": "agent:someone-else"}),
         "wrong issuer": key.sign({**good, "iss": "http://evil.example"}),
+        "another fire_at": key.sign({**good, "fire_at": "u"}),
+        "no fire_at": key.sign({k: v for k, v in good.items() if k != "fire_at"}),
         "unknown kid": jwt.encode(good, stranger, algorithm="RS256", headers={"kid": "nope"}),
         "alg none": jwt.encode(good, None, algorithm="none", headers={"kid": key.kid}),
     }
@@ -411,6 +433,8 @@ async def test_forged_expired_wrong_purpose_or_audience_tokens_are_refused(
         "no purpose": 401,
         "wrong audience": 401,
         "wrong issuer": 401,
+        "another fire_at": 401,
+        "no fire_at": 401,
         "unknown kid": 401,
         "alg none": 401,
         "no job_id": 400,
@@ -484,6 +508,7 @@ async def test_a_fire_verifies_like_hermes_chronos(
         hermes_verify, raw, jwks_url(r), "chronos-1", settings.public_url
     )
     assert claims["job_id"] == "nightly" and claims["exp"] - claims["iat"] <= 120
+    assert claims["fire_at"] == json.loads(agent.requests[-1]["body"])["fire_at"]  # type: ignore[arg-type]
     check_jwks_entries(await jwks(r))
     await agent.stop()
 
@@ -615,3 +640,102 @@ async def test_rotate_keeps_the_retired_key_until_its_tokens_expire(
         assert timedelta(seconds=150) < PUBLISH_RETIRED_FOR
     finally:
         await conn.close()
+
+
+async def test_hermes_style_reconcile_finds_nothing_to_rearm(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Seed 001: a hermes agent provisions, later lists, reads `armed` and compares each
+    fire_at string with its own; equal strings mean nothing to re-arm."""
+    r, admin, clock = system
+    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "hermes")
+    base = clock.now().replace(microsecond=0) + timedelta(hours=1)
+    wanted = {
+        "offset": base.isoformat(),  # ...+00:00
+        "zulu": base.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "millis": base.strftime("%Y-%m-%dT%H:%M:%S.250Z"),
+        "micros": (base + timedelta(microseconds=123456)).isoformat(),
+        "berlin": base.astimezone(ZoneInfo("Europe/Berlin")).isoformat(),
+    }
+    for job_id, fire_at in wanted.items():
+        body = {"job_id": job_id, "fire_at": fire_at, "agent_callback_url": agent.url}
+        assert (await api(r, token, "POST", "provision", body))[0] == 200
+    armed_before = await armed_events(settings.database_url)
+    assert armed_before == len(wanted)
+
+    _, listing = await api(r, token, "GET", "list")
+    listed = {job["job_id"]: job["fire_at"] for job in listing["armed"]}
+    assert listed == wanted  # byte for byte
+    assert listing["armed"] == listing["jobs"]
+    to_rearm = [job_id for job_id, fire_at in wanted.items() if listed.get(job_id) != fire_at]
+    assert to_rearm == []
+
+    # Provisioning the same again arms nothing new.
+    for job_id, fire_at in wanted.items():
+        body = {"job_id": job_id, "fire_at": fire_at, "agent_callback_url": agent.url}
+        assert (await api(r, token, "POST", "provision", body))[0] == 200
+    assert await armed_events(settings.database_url) == armed_before
+    # The same instant spelled another way: still one trigger, the list shows the new spelling.
+    respelled = {"job_id": "zulu", "fire_at": base.isoformat(), "agent_callback_url": agent.url}
+    assert (await api(r, token, "POST", "provision", respelled))[0] == 200
+    assert await armed_events(settings.database_url) == armed_before
+    _, listing = await api(r, token, "GET", "list")
+    assert {j["job_id"]: j["fire_at"] for j in listing["armed"]}["zulu"] == base.isoformat()
+    await agent.stop()
+
+
+async def test_the_fire_echoes_fire_at_as_provisioned(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, clock = system
+    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "echo")
+    spelled = clock.now().strftime("%Y-%m-%dT%H:%M:%S.0Z")  # not how the platform writes it
+    await api(r, token, "POST", "provision", {"job_id": "e", "fire_at": spelled})
+    [(job_id, fired_for)] = await agent.wait_runs(1)
+    assert (job_id, fired_for) == ("e", spelled)
+    assert json.loads(agent.requests[-1]["body"]) == {"job_id": "e", "fire_at": spelled}  # type: ignore[arg-type]
+    claims = jwt.decode(fire_token(agent), options={"verify_signature": False})
+    assert claims["fire_at"] == spelled
+    await agent.stop()
+
+
+ROTATE_TOKEN = "mutation($id: Int!) { rotateAgentToken(id: $id) { accessToken } }"
+DELETE_AGENT = "mutation($id: Int!) { deleteAgent(id: $id) { id } }"
+
+
+async def test_revoked_tokens_are_invalid_client_and_unknown_ones_401(
+    system, settings: Settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, _ = system
+    agent, first, agent_id = await make_agent(r, admin, settings, tmp_path, "rotating")
+    _, body = await r.graphql(admin, ROTATE_TOKEN, {"id": agent_id})
+    second = body["data"]["rotateAgentToken"]["accessToken"]
+    _, body = await r.graphql(admin, ROTATE_TOKEN, {"id": agent_id})
+    third = body["data"]["rotateAgentToken"]["accessToken"]
+    gone, gone_token, gone_id = await make_agent(r, admin, settings, tmp_path, "deleted")
+    _, body = await r.graphql(admin, DELETE_AGENT, {"id": gone_id})
+    assert body["data"]["deleteAgent"]["id"] == gone_id
+
+    async def status_of(token: str | None) -> tuple[int, Any]:
+        return await api(r, token, "GET", "list")
+
+    assert await status_of(third) == (200, {"jobs": [], "armed": []})
+    for revoked in (first, second, gone_token):
+        assert await status_of(revoked) == (403, {"error": "invalid_client"})
+    for unknown in ("chg_never-issued", "garbage", None):
+        status, answer = await status_of(unknown)
+        assert status == 401 and answer["error"] != "invalid_client"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            f"{r.urls['admin-api']}/api/agent-cron/list",
+            headers={"Authorization": f"Basic {third}"},
+        ) as resp,
+    ):
+        assert resp.status == 401  # not a Bearer token
+    # A revoked token is refused for writes as well, and arms nothing.
+    provision = {"job_id": "j", "fire_at": "2030-01-01T00:00:00Z"}
+    assert (await api(r, first, "POST", "provision", provision))[0] == 403
+    assert await armed_events(settings.database_url) == 0
+    await agent.stop()
+    await gone.stop()

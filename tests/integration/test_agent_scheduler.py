@@ -66,7 +66,17 @@ async def _count(ran: list[str], name: str, n: int) -> bool:
     return ran.count(name) >= n
 
 
-async def test_a_refused_token_falls_back_to_a_local_ticker_once(settings: Settings) -> None:
+# Both revoke the token for good: 403 invalid_client (CONTRACT §9).
+REVOKE = {
+    "deleted": "mutation($id: Int!) { deleteAgent(id: $id) { id } }",
+    "rotated": "mutation($id: Int!) { rotateAgentToken(id: $id) { accessToken } }",
+}
+
+
+@pytest.mark.parametrize("revoked", sorted(REVOKE))
+async def test_a_refused_token_falls_back_to_a_local_ticker_once(
+    settings: Settings, revoked: str
+) -> None:
     async with running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)) as r:
         admin = await admin_token(settings.database_url)
         _, body = await r.graphql(
@@ -76,7 +86,8 @@ async def test_a_refused_token_falls_back_to_a_local_ticker_once(settings: Setti
             body["data"]["createAgent"]["accessToken"],
             body["data"]["createAgent"]["agent"]["id"],
         )
-        await r.graphql(admin, f"mutation {{ deleteAgent(id: {agent_id}) {{ id }} }}")
+        _, answer = await r.graphql(admin, REVOKE[revoked], {"id": agent_id})
+        assert "errors" not in answer, answer
         ran = asyncio.Event()
 
         async def work() -> None:

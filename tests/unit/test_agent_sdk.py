@@ -3,23 +3,27 @@ fire JWT checks of FireVerifier and fire_handler (against a JWKS served on loopb
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import jwt
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
+from aiohttp.test_utils import TestClient, TestServer
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from cronhooks_agent import (
     FireAuthError,
     FireVerifier,
     SignatureError,
+    SqliteClaimStore,
     SyncAnswer,
+    fire_handler,
     verify_webhook,
 )
 from cronhooks_agent.answers import content_hash
@@ -198,3 +202,33 @@ async def test_the_fire_verifier_refuses_symmetric_and_unsigned_tokens() -> None
 
 def b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+async def test_the_fire_handler_wants_the_token_for_the_bodys_fire_at(tmp_path: Path) -> None:
+    private = PRIVATE_KEYS["ES256"]()
+    ran: list[tuple[str, str]] = []
+
+    async def run(job_id: str, fire_at: str) -> None:
+        ran.append((job_id, fire_at))
+
+    async with jwks_at([public_jwk(private, kid="k", algorithm="ES256")]) as verifier:
+        app = web.Application()
+        store = SqliteClaimStore(tmp_path / "claims.db")
+        app.router.add_post("/api/cron/fire", fire_handler(verifier=verifier, store=store, run=run))
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+
+            async def fire(claims: dict[str, Any], body: dict[str, str]) -> int:
+                token = jwt.encode(claims, private, algorithm="ES256", headers={"kid": "k"})
+                resp = await client.post(
+                    "/api/cron/fire", json=body, headers={"Authorization": f"Bearer {token}"}
+                )
+                return resp.status
+
+            at = fire_claims()["fire_at"]
+            assert (
+                await fire(fire_claims(), {"job_id": "j", "fire_at": "2027-01-01T00:00:00Z"}) == 401
+            )
+            assert await fire(fire_claims(fire_at=None), {"job_id": "j", "fire_at": at}) == 401
+            assert await fire(fire_claims(), {"job_id": "j", "fire_at": at}) == 202
+    await asyncio.sleep(0)  # the job runs in the background
+    assert ran == [("j", at)]

@@ -91,7 +91,9 @@ class CronClient:
                 await self.provision(job_id, fire_at, callback_url)
                 diff.armed.append(job_id)
             elif (
-                # the platform reports times to the millisecond
+                # The platform echoes fire_at as provisioned; compare instants all the same,
+                # so a trigger armed with another spelling (or normalised before rev. 2, to
+                # the millisecond) is not re-armed for nothing.
                 abs(datetime.fromisoformat(current["fire_at"].replace("Z", "+00:00")) - fire_at)
                 >= timedelta(milliseconds=1)
                 or current["agent_callback_url"] != callback_url

@@ -4,8 +4,10 @@
 (`{platform}/.well-known/jwks.json`): signature (RS256/384/512, ES256/384 or EdDSA, as
 the platform's CRONHOOKS_FIRE_JWT_ALGORITHM chose), `aud` (agent:{instance}), `iss`,
 `exp`/`nbf` with 30 s leeway, and `purpose == "cron_fire"` — a general token is refused.
-`fire_handler` answers 202 at once and runs the job in the background, after claiming
-(job_id, fire_at) in a store, so that repeated fires run the job at most once.
+`fire_handler` also checks that the token is for the body's `job_id` and `fire_at` (a
+token cannot be replayed with another body), answers 202 at once and runs the job in the
+background, after claiming (job_id, fire_at) in a store, so that repeated fires run the
+job at most once.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ def fire_handler(
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     """The aiohttp handler for `POST /api/cron/fire`.
 
-    401 on any token problem, 400 without `job_id`, 503 with `Retry-After: 60` if `ready`
+    401 on any token problem (also a token for another `job_id` or `fire_at` than the
+    body's), 400 without `job_id`, 503 with `Retry-After: 60` if `ready`
     is not set within `ready_timeout` seconds (the platform retries), else 202 at once.
     """
     running: set[asyncio.Task[None]] = set()
@@ -97,6 +100,8 @@ def fire_handler(
         if claims.get("job_id") not in (None, job_id):
             return web.json_response({"error": "token is for another job"}, status=401)
         fire_at = str(body.get("fire_at", "")) if isinstance(body, dict) else ""
+        if claims.get("fire_at") != fire_at:
+            return web.json_response({"error": "token is for another fire_at"}, status=401)
         if ready is not None and not ready.is_set():
             try:
                 await asyncio.wait_for(ready.wait(), ready_timeout)

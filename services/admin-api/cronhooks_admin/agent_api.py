@@ -4,10 +4,13 @@
 |--------------------------------------|-----------------------------------------------------|
 | POST /api/agent-cron/provision       | 200 {"schedule_id"}; 400 {"error", "field"}         |
 | POST /api/agent-cron/cancel          | 200 {"ok": true}, also for an unknown job           |
-| GET  /api/agent-cron/list            | 200 {"jobs": [...]}, only the calling agent's      |
+| GET  /api/agent-cron/list            | 200 {"jobs": [J...], "armed": [J...]}, the caller's |
 | GET  /.well-known/jwks.json          | 200 the public signing keys (no token needed)       |
 
-Bad or missing token → 401; the token of a deleted agent → 403 {"error": "invalid_client"}.
+`jobs` and `armed` hold the same items (`armed` is the key the hermes Chronos client reads);
+each `fire_at` is the string exactly as provisioned. No token, or one never issued → 401;
+the token of a deleted agent or one replaced by rotateAgentToken → 403
+{"error": "invalid_client"}: that identity is gone for good.
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ def add_agent_routes(
         return web.json_response({"ok": True})
 
     async def list_jobs(_: web.Request, agent: AgentIdentity) -> web.Response:
-        return web.json_response({"jobs": await agents.jobs(agent)})
+        jobs = await agents.jobs(agent)
+        return web.json_response({"jobs": jobs, "armed": jobs})
 
     async def jwks(_: web.Request) -> web.Response:
         async with pool.acquire() as conn:

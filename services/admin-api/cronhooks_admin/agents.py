@@ -1,10 +1,13 @@
 """Agents and their one-shot triggers (CONTRACT §9): the command side.
 
-Agents are registered by admins (token shown once, stored hashed). With its token an agent
-arms, re-arms and cancels one-shot triggers per `job_id`. Each change appends to the job's
-stream (`trigger.armed` / `trigger.cancelled`) in the transaction that updates
-`admin.agent_jobs`; the scheduler turns those events into a timer whose key is the job, so
-a new `fire_at` replaces the old one in place: never zero timers, never two.
+Agents are registered by admins (token shown once, stored hashed; a token replaced by
+`rotateAgentToken` is remembered in `admin.agent_retired_tokens`, so that it is refused as
+`invalid_client` rather than unknown). With its token an agent arms, re-arms and cancels
+one-shot triggers per `job_id`; `fire_at` is kept as the agent spelled it, to be echoed.
+Each change appends to the job's stream (`trigger.armed` / `trigger.cancelled`) in the
+transaction that updates `admin.agent_jobs`; the scheduler turns those events into a
+timer whose key is the job, so a new `fire_at` replaces the old one in place: never zero
+timers, never two.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from cronhooks_common.events import Causation, EventType, NewEvent, agent_stream
 AGENT_TOKEN_PREFIX = "chg_"
 MAX_JOB_ID = 200
 MAX_DEDUP_KEY = 500
+MAX_FIRE_AT = 64  # far more than any ISO 8601 spelling of an instant needs
 
 
 def new_agent_token() -> str:
@@ -45,18 +49,28 @@ class AgentIdentity:
 
 
 class InvalidClient(Exception):
-    """A token that belonged to an agent that has since been deleted."""
+    """A token that was issued but is revoked for good: its agent was deleted, or
+    `rotateAgentToken` replaced it."""
 
 
 async def agent_for_token(pool: asyncpg.Pool, authorization: str | None) -> AgentIdentity | None:
+    """The agent of a Bearer token; None if there is none or it was never issued."""
     scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = token.strip()
+    # Issued tokens are ASCII; anything else (lone surrogates included) was never issued.
+    if scheme.lower() != "bearer" or not token or not token.isascii():
         return None
+    token_hash = hash_token(token)
     row = await pool.fetchrow(
         "select id, instance_id, callback_url, deleted_at from admin.agents where token_hash = $1",
-        hash_token(token.strip()),
+        token_hash,
     )
     if row is None:
+        retired = await pool.fetchval(
+            "select 1 from admin.agent_retired_tokens where token_hash = $1", token_hash
+        )
+        if retired:
+            raise InvalidClient
         return None
     if row["deleted_at"] is not None:
         raise InvalidClient
@@ -72,8 +86,12 @@ def check_job_id(value: Any) -> str:
 
 
 def check_fire_at(value: Any) -> datetime:
-    if not isinstance(value, str):
-        raise InputError("fire_at", "must be an ISO 8601 date-time string with an offset")
+    if not isinstance(value, str) or len(value) > MAX_FIRE_AT:
+        raise InputError(
+            "fire_at",
+            f"must be an ISO 8601 date-time string with an offset, at most {MAX_FIRE_AT}"
+            " characters",
+        )
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -81,6 +99,60 @@ def check_fire_at(value: Any) -> datetime:
     if moment.tzinfo is None:
         raise InputError("fire_at", "needs a UTC offset (e.g. +00:00 or Z)")
     return moment
+
+
+def check_callback_url(value: Any, default: str, *, allow_private: bool) -> str:
+    callback = value or default
+    if not isinstance(callback, str):
+        raise InputError("agent_callback_url", "must be a string")
+    try:
+        return check_url(callback, allow_private=allow_private)
+    except InputError as exc:
+        raise InputError("agent_callback_url", exc.reason) from None
+
+
+def check_dedup_key(value: Any) -> str | None:
+    if value is not None and (
+        not isinstance(value, str) or len(value) > MAX_DEDUP_KEY or not value.isprintable()
+    ):
+        raise InputError("dedup_key", f"must be a string of at most {MAX_DEDUP_KEY} characters")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Provision:
+    """A checked `POST /api/agent-cron/provision` body."""
+
+    job_id: str
+    fire_at: datetime
+    fire_at_text: str  # exactly as sent: the list and the callback echo it
+    callback_url: str
+    dedup_key: str | None
+
+    def armed_as(self, row: asyncpg.Record) -> bool:
+        """Whether the job's row is armed already for the same instant, callback and key."""
+        return bool(
+            row["state"] == "armed"
+            and row["fire_at"] == self.fire_at
+            and row["callback_url"] == self.callback_url
+            and row["dedup_key"] == self.dedup_key
+        )
+
+
+def check_provision(
+    body: dict[str, Any], default_callback: str, *, allow_private: bool
+) -> Provision:
+    job_id = check_job_id(body.get("job_id"))
+    fire_at = check_fire_at(body.get("fire_at"))
+    return Provision(
+        job_id=job_id,
+        fire_at=fire_at,
+        fire_at_text=body["fire_at"],
+        callback_url=check_callback_url(
+            body.get("agent_callback_url"), default_callback, allow_private=allow_private
+        ),
+        dedup_key=check_dedup_key(body.get("dedup_key")),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,14 +218,23 @@ class Agents:
     async def rotate_token(self, agent_id: int, admin: Admin) -> str:
         token = new_agent_token()
         async with self.pool.acquire() as conn, conn.transaction():
-            updated = await conn.fetchval(
-                "update admin.agents set token_hash = $2 where id = $1 and deleted_at is null"
-                " returning id",
+            old_hash = await conn.fetchval(
+                "select token_hash from admin.agents where id = $1 and deleted_at is null"
+                " for update",
                 agent_id,
-                hash_token(token),
             )
-            if updated is None:
+            if old_hash is None:
                 raise NotFound("agent", agent_id)
+            await conn.execute(
+                "insert into admin.agent_retired_tokens (token_hash, agent_id, retired_at)"
+                " values ($1, $2, $3) on conflict do nothing",
+                old_hash,
+                agent_id,
+                self.clock.now(),
+            )
+            await conn.execute(
+                "update admin.agents set token_hash = $2 where id = $1", agent_id, hash_token(token)
+            )
             await self._append_next(
                 conn,
                 agent_stream(agent_id),
@@ -192,79 +273,81 @@ class Agents:
     # --- agent commands ------------------------------------------------------------------
 
     async def provision(self, agent: AgentIdentity, body: dict[str, Any]) -> str:
-        job_id = check_job_id(body.get("job_id"))
-        fire_at = check_fire_at(body.get("fire_at"))
-        callback = body.get("agent_callback_url") or agent.callback_url
-        if not isinstance(callback, str):
-            raise InputError("agent_callback_url", "must be a string")
-        try:
-            callback = check_url(callback, allow_private=self.allow_private)
-        except InputError as exc:
-            raise InputError("agent_callback_url", exc.reason) from None
-        dedup_key = body.get("dedup_key")
-        if dedup_key is not None and (
-            not isinstance(dedup_key, str)
-            or len(dedup_key) > MAX_DEDUP_KEY
-            or not dedup_key.isprintable()
-        ):
-            raise InputError("dedup_key", f"must be a string of at most {MAX_DEDUP_KEY} characters")
-        stream = job_stream(agent.id, job_id)
+        wanted = check_provision(body, agent.callback_url, allow_private=self.allow_private)
+        stream = job_stream(agent.id, wanted.job_id)
         async with self.pool.acquire() as conn, conn.transaction():
             # Serialises provisions of one job: the row, or the advisory lock of a new one.
             await conn.execute("select pg_advisory_xact_lock(hashtext($1))", stream)
             row = await conn.fetchrow(
                 "select * from admin.agent_jobs where agent_id = $1 and job_id = $2",
                 agent.id,
-                job_id,
+                wanted.job_id,
             )
-            if (
-                row is not None
-                and row["state"] == "armed"
-                and row["fire_at"] == fire_at
-                and row["callback_url"] == callback
-                and row["dedup_key"] == dedup_key
-            ):
-                return str(row["schedule_id"])  # the same call again: already armed
+            if row is not None and wanted.armed_as(row):
+                # The same call again: already armed, no new trigger. Only the spelling of
+                # fire_at may differ; the list answers the latest one.
+                if row["fire_at_text"] != wanted.fire_at_text:
+                    await self._respell(conn, agent.id, wanted)
+                return str(row["schedule_id"])
             schedule_id = row["schedule_id"] if row is not None else uuid.uuid4()
-            version = await eventstore.stream_version(conn, stream)
-            await self._append(
-                conn,
-                stream,
-                version,
-                EventType.TRIGGER_ARMED,
-                {
-                    "agent_id": agent.id,
-                    "instance_id": agent.instance_id,
-                    "job_id": job_id,
-                    "schedule_id": str(schedule_id),
-                    "fire_at": iso(fire_at),
-                    "callback_url": callback,
-                    "dedup_key": dedup_key,
-                    "generation": version + 1,
-                },
-                agent.actor,
-            )
-            await conn.execute(
-                """
-                insert into admin.agent_jobs
-                    (agent_id, job_id, schedule_id, fire_at, callback_url, dedup_key,
-                     generation, state, updated_at)
-                values ($1, $2, $3, $4, $5, $6, $7, 'armed', $8)
-                on conflict (agent_id, job_id) do update set
-                    fire_at = excluded.fire_at, callback_url = excluded.callback_url,
-                    dedup_key = excluded.dedup_key, generation = excluded.generation,
-                    state = 'armed', updated_at = excluded.updated_at
-                """,
-                agent.id,
-                job_id,
-                schedule_id,
-                fire_at,
-                callback,
-                dedup_key,
-                version + 1,
-                self.clock.now(),
-            )
+            await self._arm(conn, agent, wanted, schedule_id)
         return str(schedule_id)
+
+    async def _arm(
+        self, conn: asyncpg.Connection, agent: AgentIdentity, wanted: Provision, schedule_id: Any
+    ) -> None:
+        stream = job_stream(agent.id, wanted.job_id)
+        version = await eventstore.stream_version(conn, stream)
+        await self._append(
+            conn,
+            stream,
+            version,
+            EventType.TRIGGER_ARMED,
+            {
+                "agent_id": agent.id,
+                "instance_id": agent.instance_id,
+                "job_id": wanted.job_id,
+                "schedule_id": str(schedule_id),
+                "fire_at": iso(wanted.fire_at),  # what the scheduler parses
+                "fire_at_text": wanted.fire_at_text,  # what the callback echoes
+                "callback_url": wanted.callback_url,
+                "dedup_key": wanted.dedup_key,
+                "generation": version + 1,
+            },
+            agent.actor,
+        )
+        await conn.execute(
+            """
+            insert into admin.agent_jobs
+                (agent_id, job_id, schedule_id, fire_at, fire_at_text, callback_url, dedup_key,
+                 generation, state, updated_at)
+            values ($1, $2, $3, $4, $5, $6, $7, $8, 'armed', $9)
+            on conflict (agent_id, job_id) do update set
+                fire_at = excluded.fire_at, fire_at_text = excluded.fire_at_text,
+                callback_url = excluded.callback_url, dedup_key = excluded.dedup_key,
+                generation = excluded.generation, state = 'armed',
+                updated_at = excluded.updated_at
+            """,
+            agent.id,
+            wanted.job_id,
+            schedule_id,
+            wanted.fire_at,
+            wanted.fire_at_text,
+            wanted.callback_url,
+            wanted.dedup_key,
+            version + 1,
+            self.clock.now(),
+        )
+
+    async def _respell(self, conn: asyncpg.Connection, agent_id: int, wanted: Provision) -> None:
+        await conn.execute(
+            "update admin.agent_jobs set fire_at_text = $3, updated_at = $4"
+            " where agent_id = $1 and job_id = $2",
+            agent_id,
+            wanted.job_id,
+            wanted.fire_at_text,
+            self.clock.now(),
+        )
 
     async def cancel(self, agent: AgentIdentity, body: dict[str, Any]) -> None:
         job_id = check_job_id(body.get("job_id"))
@@ -276,14 +359,16 @@ class Agents:
 
     async def jobs(self, agent: AgentIdentity) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
-            "select job_id, fire_at, schedule_id, callback_url from admin.agent_jobs"
-            " where agent_id = $1 and state = 'armed' order by fire_at, job_id",
+            "select job_id, fire_at, fire_at_text, schedule_id, callback_url"
+            " from admin.agent_jobs where agent_id = $1 and state = 'armed'"
+            " order by fire_at, job_id",
             agent.id,
         )
         return [
             {
                 "job_id": r["job_id"],
-                "fire_at": iso(r["fire_at"]),
+                # As provisioned, byte for byte: clients compare strings to decide re-arming.
+                "fire_at": r["fire_at_text"] or iso(r["fire_at"]),
                 "schedule_id": str(r["schedule_id"]),
                 "agent_callback_url": r["callback_url"],
             }

@@ -2,12 +2,14 @@
 
 For each `trigger.requested` attempt: a fresh JWT signed with the active key of
 CRONHOOKS_FIRE_JWT_ALGORITHM (RS256 by default; `kid` in the header; `iss`
-CRONHOOKS_PUBLIC_URL, `aud` agent:{instanceId}, `purpose` cron_fire, `job_id`, `iat`,
-`nbf`, `exp` 60 s later, `jti`), POST `{callback}/api/cron/fire` with
-`{"job_id", "fire_at"}`. A 2xx ends the trigger (`trigger.fired`, outcome delivered).
-Anything else is tried again with backoff (2 s, 4 s, … capped at 60 s; the agent's
-`Retry-After` wins) until 15 minutes after the first attempt, then `trigger.fired` with
-outcome failed. Retries are scheduler timers, like delivery retries.
+CRONHOOKS_PUBLIC_URL, `aud` agent:{instanceId}, `purpose` cron_fire, `job_id`, `fire_at`,
+`iat`, `nbf`, `exp` 60 s later, `jti`), POST `{callback}/api/cron/fire` with
+`{"job_id", "fire_at"}`. Both `fire_at`s are the string exactly as the agent provisioned
+it (`fire_at_text` of the event), so the agent can match the fire to what it armed.
+A 2xx ends the trigger (`trigger.fired`, outcome delivered). Anything else is tried again
+with backoff (2 s, 4 s, … capped at 60 s; the agent's `Retry-After` wins) until 15
+minutes after the first attempt, then `trigger.fired` with outcome failed. Retries are
+scheduler timers, like delivery retries.
 """
 
 from __future__ import annotations
@@ -47,6 +49,13 @@ def fire_backoff(attempt: int) -> timedelta:
     return timedelta(seconds=min(2**attempt, 60))
 
 
+def provisioned_fire_at(d: dict[str, Any]) -> str:
+    """`fire_at` as the agent spelled it; triggers armed before rev. 2 only have the
+    normalised form."""
+    text = d.get("fire_at_text")
+    return text if isinstance(text, str) else str(d["fire_at"])
+
+
 @dataclass
 class FireCaller:
     pool: asyncpg.Pool
@@ -78,6 +87,7 @@ class FireCaller:
                 "aud": f"agent:{d['instance_id']}",
                 "purpose": "cron_fire",
                 "job_id": d["job_id"],
+                "fire_at": provisioned_fire_at(d),
                 "iat": issued,
                 "nbf": issued,
                 "exp": issued + int(TOKEN_LIFETIME.total_seconds()),
@@ -91,7 +101,7 @@ class FireCaller:
             if (await self.lookups.load(LookupKey(event.event_id))).handled:
                 return
             now = self.clock.now()
-            body = json.dumps({"job_id": d["job_id"], "fire_at": d["fire_at"]}).encode()
+            body = json.dumps({"job_id": d["job_id"], "fire_at": provisioned_fire_at(d)}).encode()
             headers = {
                 "Content-Type": "application/json",
                 "User-Agent": USER_AGENT,

@@ -1,7 +1,9 @@
 """One-shot triggers of agents (CONTRACT §9) in the scheduler's timer table.
 
 `trigger.armed` upserts the timer `trigger:{agent}:{job}` (a newer arming replaces the
-due time in place); `trigger.cancelled` removes it. When due, firing.py appends
+due time in place; the payload carries `fire_at`, parsed for the due time, and
+`fire_at_text`, the agent's spelling, through to `trigger.requested`); `trigger.cancelled`
+removes it. When due, firing.py appends
 `trigger.requested` to a fresh `fire-{uuid}` stream and deletes the timer; the dispatcher
 calls the agent back. A failed callback comes back as `trigger.attempt_failed`, which
 becomes a `fire-retry:{fire_id}` timer here.
@@ -82,7 +84,12 @@ def _request_fields(d: dict[str, Any]) -> dict[str, Any]:
         "generation",
         "first_attempt_at",
     )
-    return {k: d.get(k) for k in keys}
+    fields = {k: d.get(k) for k in keys}
+    # The agent's own spelling of fire_at, echoed in the callback; absent from triggers
+    # armed before it was recorded (the dispatcher then sends the normalised `fire_at`).
+    if "fire_at_text" in d:
+        fields["fire_at_text"] = d["fire_at_text"]
+    return fields
 
 
 def first_fire(payload: dict[str, Any], now: datetime) -> tuple[str, NewEvent]:
