@@ -739,3 +739,29 @@ async def test_revoked_tokens_are_invalid_client_and_unknown_ones_401(
     assert await armed_events(settings.database_url) == 0
     await agent.stop()
     await gone.stop()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"instanceId": "a", "callbackUrl": "ftp://agent.example"}, "callbackUrl"),
+        ({"instanceId": "a", "callbackUrl": "not a url"}, "callbackUrl"),
+        ({"instanceId": "a", "callbackUrl": ""}, "callbackUrl"),
+        ({"instanceId": "a", "callbackUrl": "http://user:pw@agent.example/"}, "callbackUrl"),
+        ({"instanceId": "a b", "callbackUrl": "http://agent.example/"}, "instanceId"),
+        (
+            {"instanceId": "a", "callbackUrl": "http://agent.example/", "description": "\x00"},
+            "description",
+        ),
+    ],
+)
+async def test_create_agent_input_errors_name_the_graphql_field(
+    system, fields: dict[str, str], field: str
+) -> None:  # type: ignore[no-untyped-def]
+    r, admin, _ = system
+    _, body = await r.graphql(admin, CREATE_AGENT, {"i": fields})
+    [error] = body["errors"]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT", error
+    assert error["extensions"]["field"] == field, error
+    _, listed = await r.graphql(admin, "{ agents { id } }")
+    assert listed["data"]["agents"] == []

@@ -169,7 +169,12 @@ class Agents:
             raise InputError("instanceId", "must be 1 to 200 characters")
         if not instance_id.isprintable() or " " in instance_id:
             raise InputError("instanceId", "must be printable, without spaces")
-        callback_url = check_url(fields.get("callback_url") or "", allow_private=self.allow_private)
+        try:
+            callback_url = check_url(
+                fields.get("callback_url") or "", allow_private=self.allow_private
+            )
+        except InputError as exc:
+            raise InputError("callbackUrl", exc.reason) from None  # the GraphQL input's name
         description = fields.get("description") or ""
         if len(description) > 4096:
             raise InputError("description", "must be at most 4096 characters")
