@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cronhooks_common.clock import ManualClock
+from cronhooks_common.globs import pattern_problem
 from cronhooks_common.settings import Settings
 from cronhooks_common.tokens import ApiTokens
 from tests.support.agent import Agent, Received
@@ -350,3 +351,163 @@ async def test_any_agent_answer_is_recorded_as_success_or_failure(loopback_syste
         assert d["error"]
     [attempt] = d["attempts"]
     assert attempt["responseStatus"] == status
+
+
+# --- patterns (CONTRACT §8): checked like paths wherever a pattern is given ----------------
+
+odd_pattern = st.one_of(
+    odd_text,
+    st.sampled_from(
+        [
+            "*",
+            "digests/*",
+            "../*",
+            "x/../*",
+            "..",
+            "/abs/*",
+            "a/**/b",
+            "[",
+            "[a-z]*.md",
+            "*\x00",
+            "\ud800*",
+            "a\nb",
+            "é" * 300,
+            "x" * 513,
+        ]
+    ),
+)
+
+
+@FUZZ
+@given(
+    read=st.lists(odd_pattern, max_size=3),
+    write=st.lists(odd_pattern, max_size=3),
+    update=st.booleans(),
+)
+async def test_patterns_are_checked_alike_on_create_and_update(system, read, write, update) -> None:  # type: ignore[no-untyped-def]
+    r, token, settings = system
+    fields = {"readPatterns": read, "writePatterns": write}
+    if update:
+        if not hasattr(test_patterns_are_checked_alike_on_create_and_update, "hook"):
+            test_patterns_are_checked_alike_on_create_and_update.hook = (  # type: ignore[attr-defined]
+                await create_webhook(r, token, "https://agent.example/hook")
+            )[0]
+        query = """mutation($input: UpdateCronWebhookInput!) {
+        updateCronWebhook(input: $input) { cronWebhook { readPatterns writePatterns } } }"""
+        hook = test_patterns_are_checked_alike_on_create_and_update.hook  # type: ignore[attr-defined]
+        variables = {"input": {"id": hook, **fields}}
+    else:
+        query = """mutation($input: CreateCronWebhookInput!) {
+        createCronWebhook(input: $input) { cronWebhook { readPatterns writePatterns } } }"""
+        variables = {
+            "input": {"url": "https://agent.example/", "cronSchedule": "@daily", **fields}
+        }
+    before = await event_count(settings.database_url)
+    status, body = await post_graphql(r, token, query, variables)
+    no_crash(status, body)
+    valid = all(pattern_problem(p) is None for p in [*read, *write])
+    if body.get("errors"):
+        assert await event_count(settings.database_url) == before
+        assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+        assert body["errors"][0]["extensions"]["field"] in ("readPatterns", "writePatterns")
+        assert not valid or len(read) > 100 or len(write) > 100
+    else:
+        assert valid  # every stored pattern obeys the one rule
+        stored = next(iter(body["data"].values()))["cronWebhook"]
+        assert stored == {"readPatterns": read, "writePatterns": write}
+
+
+# --- the agent GraphQL API (CONTRACT §5) ----------------------------------------------------
+
+update_input = st.dictionaries(
+    st.sampled_from(["path", "content", "expectedHash", "extra"]), odd_value, max_size=4
+)
+agent_operation = st.one_of(
+    st.builds(
+        lambda updates, skip: (
+            """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
+            ... on PushNotesPayload { notes { id path contentHash version } }
+            ... on ErrorPayload { message errors { path error } } } }""",
+            {"input": {"updates": updates, **({} if skip is None else {"skipCommit": skip})}},
+        ),
+        st.one_of(st.lists(update_input, max_size=4), odd_value),
+        st.one_of(st.none(), st.booleans(), odd_value),
+    ),
+    st.builds(
+        lambda paths: (
+            """mutation($paths: [String!]!) { hideNotes(input: {paths: $paths}) { __typename
+            ... on ErrorPayload { errors { path error } } } }""",
+            {"paths": paths},
+        ),
+        st.one_of(st.lists(odd_text, max_size=4), odd_value),
+    ),
+    st.just(("mutation { commitNotes { __typename ... on ErrorPayload { message } } }", {})),
+    st.builds(
+        lambda pattern: ("query($p: String) { notePaths(pattern: $p) { path version } }", {"p": pattern}),
+        odd_value,
+    ),
+    st.builds(
+        lambda path: ("query($p: String!) { note(path: $p) { path content version } }", {"p": path}),
+        odd_value,
+    ),
+)
+
+
+async def note_events(dsn: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return int(
+            await conn.fetchval("select count(*) from eventstore.events where type = 'note.changed'")
+        )
+    finally:
+        await conn.close()
+
+
+@FUZZ
+@given(operation=agent_operation)
+async def test_agent_graphql_never_crashes_and_never_half_writes(system, operation) -> None:  # type: ignore[no-untyped-def]
+    r, _, settings = system
+    query, variables = operation
+    before = await note_events(settings.database_url)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{r.urls['importer']}/graphql",
+            headers={"Authorization": f"Bearer {api_token(settings, read=['fuzz/*', 'a*'])}"},
+            json={"query": query, "variables": variables},
+        ) as resp,
+    ):
+        assert resp.status in (200, 400), await resp.text()
+        body = await resp.json(content_type=None)
+    no_crash(resp.status, body)
+    for error in body.get("errors", []):
+        assert error["extensions"]["code"] in (
+            "BAD_USER_INPUT",
+            "FORBIDDEN",
+            "GRAPHQL_VALIDATION_FAILED",
+        ), error
+    after = await note_events(settings.database_url)
+    payload = next(iter((body.get("data") or {}).values()), None)
+    if not isinstance(payload, dict) or payload.get("__typename") in (None, "ErrorPayload"):
+        assert after == before  # refused: nothing written
+    elif payload.get("__typename") == "PushNotesPayload":
+        written = [n for n in payload["notes"] if n["version"] > 0]
+        assert after - before == len(written)
+        for note in payload["notes"]:
+            assert pattern_problem(note["path"]) is None or note["path"].startswith("fuzz/")
+
+
+@FUZZ
+@given(path=odd_text, expected=st.one_of(st.none(), odd_text))
+async def test_token_api_delete_answers_with_listed_statuses_only(system, path, expected) -> None:  # type: ignore[no-untyped-def]
+    r, _, settings = system
+    url = f"{r.urls['importer']}/api/notes/{aiohttp.helpers.quote(path or 'x', safe='/')}"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.delete(
+            url,
+            params={} if expected is None else {"expected_hash": expected},
+            headers={"Authorization": f"Bearer {api_token(settings)}"},
+        ) as resp,
+    ):
+        assert resp.status in (200, 400, 403, 404, 409), await resp.text()

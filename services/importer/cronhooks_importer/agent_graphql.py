@@ -91,15 +91,16 @@ async def resolve_note(_: Any, info: Info, path: str) -> Any:
 
 
 def _error_payload(result: WriteResult) -> dict[str, Any]:
+    errors = [e.to_json() for e in result.errors]
     shown = "; ".join(
-        f"{e.path}: {e.error}" if e.path else e.error
-        for e in result.errors[:MAX_ERRORS_IN_MESSAGE]
+        f"{e['path']}: {e['error']}" if e["path"] else e["error"]
+        for e in errors[:MAX_ERRORS_IN_MESSAGE]
     )
     more = len(result.errors) - MAX_ERRORS_IN_MESSAGE
     return {
         "__typename": "ErrorPayload",
         "message": f"rejected, nothing written: {shown}" + (f" (+{more} more)" if more > 0 else ""),
-        "errors": [e.to_json() for e in result.errors],
+        "errors": errors,
     }
 
 

@@ -51,11 +51,12 @@ def _rejected(result: WriteResult) -> web.Response:
     """`errors`: one per offending change; `error`: the first of them, as one line."""
     kinds = {e.kind for e in result.errors}
     status = next(code for kind, code in STATUS_BY_KIND if kind in kinds)
-    first = result.errors[0]
+    errors = [e.to_json() for e in result.errors]
+    first = errors[0]
     return web.json_response(
         {
-            "error": f"{first.path}: {first.error}" if first.path else first.error,
-            "errors": [e.to_json() for e in result.errors],
+            "error": f"{first['path']}: {first['error']}" if first["path"] else first["error"],
+            "errors": errors,
         },
         status=status,
     )

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cronhooks_common.events import storable
 from cronhooks_common.globs import matches_any
 from cronhooks_common.paths import MAX_PATH_BYTES, path_problem
 
@@ -55,7 +56,9 @@ class ChangeError:
     kind: str = INVALID  # invalid | too_large | forbidden | conflict | missing
 
     def to_json(self) -> dict[str, str]:
-        return {"path": self.path, "error": self.error}
+        # The offending path as sent may hold what an event cannot (NUL, a lone surrogate):
+        # shown with U+FFFD in its place, in the answer and in the notes.rejected event.
+        return {"path": storable(self.path), "error": storable(self.error)}
 
 
 def _is_utf8(text: str) -> bool:
@@ -132,7 +135,7 @@ def parse_changes(
         if problem is None and path in seen:
             problem = "path appears twice in the batch"
         if problem is not None:
-            errors.append(ChangeError(path if _is_utf8(path) else f"#{index}", problem))
+            errors.append(ChangeError(path, problem))
             continue
         assert isinstance(content, str)
         size = len(content.encode())
@@ -186,7 +189,7 @@ def parse_removals(
         if problem is None and path in seen:
             problem = "path appears twice in the batch"
         if problem is not None:
-            errors.append(ChangeError(path if _is_utf8(path) else f"#{index}", problem))
+            errors.append(ChangeError(path, problem))
             continue
         if not _may_write(path, write_patterns):
             errors.append(ChangeError(path, "path is outside the write patterns", FORBIDDEN))
