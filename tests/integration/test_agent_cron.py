@@ -675,12 +675,27 @@ async def test_hermes_style_reconcile_finds_nothing_to_rearm(
         body = {"job_id": job_id, "fire_at": fire_at, "agent_callback_url": agent.url}
         assert (await api(r, token, "POST", "provision", body))[0] == 200
     assert await armed_events(settings.database_url) == armed_before
-    # The same instant spelled another way: still one trigger, the list shows the new spelling.
+    # The same instant spelled another way re-arms in place: still one trigger for the job,
+    # and the list (and the callback, by the new trigger.armed) echo the new spelling.
     respelled = {"job_id": "zulu", "fire_at": base.isoformat(), "agent_callback_url": agent.url}
     assert (await api(r, token, "POST", "provision", respelled))[0] == 200
-    assert await armed_events(settings.database_url) == armed_before
+    assert await armed_events(settings.database_url) == armed_before + 1
     _, listing = await api(r, token, "GET", "list")
-    assert {j["job_id"]: j["fire_at"] for j in listing["armed"]}["zulu"] == base.isoformat()
+    assert [j["fire_at"] for j in listing["armed"] if j["job_id"] == "zulu"] == [base.isoformat()]
+
+    async def zulu_timers() -> list[str] | None:
+        conn = await db.connect(settings.database_url, name="test")
+        try:
+            rows = await conn.fetch(
+                "select payload->>'fire_at_text' as spelled from scheduler.timers"
+                " where timer_key like 'trigger:%:zulu'"
+            )
+        finally:
+            await conn.close()
+        spelled = [row["spelled"] for row in rows]
+        return spelled if spelled == [base.isoformat()] else None
+
+    assert await eventually(zulu_timers) == [base.isoformat()]
     await agent.stop()
 
 

@@ -130,10 +130,13 @@ class Provision:
     dedup_key: str | None
 
     def armed_as(self, row: asyncpg.Record) -> bool:
-        """Whether the job's row is armed already for the same instant, callback and key."""
+        """Whether the job's row is armed already for the same instant, spelled the same
+        (another spelling re-arms in place, so the list and the callback both echo it),
+        with the same callback and key."""
         return bool(
             row["state"] == "armed"
             and row["fire_at"] == self.fire_at
+            and row["fire_at_text"] == self.fire_at_text
             and row["callback_url"] == self.callback_url
             and row["dedup_key"] == self.dedup_key
         )
@@ -289,11 +292,7 @@ class Agents:
                 wanted.job_id,
             )
             if row is not None and wanted.armed_as(row):
-                # The same call again: already armed, no new trigger. Only the spelling of
-                # fire_at may differ; the list answers the latest one.
-                if row["fire_at_text"] != wanted.fire_at_text:
-                    await self._respell(conn, agent.id, wanted)
-                return str(row["schedule_id"])
+                return str(row["schedule_id"])  # the same call again: already armed
             schedule_id = row["schedule_id"] if row is not None else uuid.uuid4()
             await self._arm(conn, agent, wanted, schedule_id)
         return str(schedule_id)
@@ -341,16 +340,6 @@ class Agents:
             wanted.callback_url,
             wanted.dedup_key,
             version + 1,
-            self.clock.now(),
-        )
-
-    async def _respell(self, conn: asyncpg.Connection, agent_id: int, wanted: Provision) -> None:
-        await conn.execute(
-            "update admin.agent_jobs set fire_at_text = $3, updated_at = $4"
-            " where agent_id = $1 and job_id = $2",
-            agent_id,
-            wanted.job_id,
-            wanted.fire_at_text,
             self.clock.now(),
         )
 
