@@ -276,6 +276,8 @@ async def test_skip_commit_stages_invisibly_and_commit_applies_one_batch(system)
     assert [p["path"] for p in body["data"]["notePaths"]] == ["s/existing.md"]
     _, note = await call(r, "GET", "/api/notes/s/existing.md", token)
     assert note["content"] == "old"
+    _, body = await r.graphql(admin, '{ note(path: "s/new.md") { path } }')
+    assert body["data"]["note"] is None
     # Another token (another delivery) commits nothing of ours.
     other = mint(settings)
     _, body = await agent_graphql(r, other, COMMIT)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 import base64
 import hashlib
+
+import pytest
 
 from cronhooks_common.globs import matches_any as allowed
 from cronhooks_common.globs import pattern_problem

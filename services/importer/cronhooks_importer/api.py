@@ -152,6 +152,6 @@ def add_token_api(
         return web.json_response({"removed": {"path": removed.path, "version": removed.version}})
 
     app.router.add_get("/api/notes", list_notes)
-    app.router.add_get("/api/notes/{path:[\s\S]+}", get_note)
-    app.router.add_delete("/api/notes/{path:[\s\S]+}", remove_note)
+    app.router.add_get(r"/api/notes/{path:[\s\S]+}", get_note)
+    app.router.add_delete(r"/api/notes/{path:[\s\S]+}", remove_note)
     app.router.add_post("/api/notes", push_notes)
