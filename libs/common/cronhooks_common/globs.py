@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-MAX_PATTERN_BYTES = 512
+from cronhooks_common.paths import relative_text_problem
 
 
 def matches_any(path: str, patterns: list[str] | tuple[str, ...]) -> bool:
@@ -17,23 +17,10 @@ def pattern_problem(pattern: str) -> str | None:
     """Why `pattern` cannot be a read/write/list pattern, or None (CONTRACT §8: patterns are
     checked like paths — relative, no `..` segment, no NUL or control character, at most
     512 bytes). Shared by webhook inputs, the token API and the agent GraphQL API."""
-    if not pattern:
-        return "must not be empty"
-    try:
-        size = len(pattern.encode())
-    except UnicodeEncodeError:
-        return "must be valid Unicode text (no lone surrogates)"
-    if size > MAX_PATTERN_BYTES:
-        return f"must be at most {MAX_PATTERN_BYTES} bytes"
-    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in pattern):
-        return "must not contain NUL or control characters"
-    if pattern.startswith("/"):
-        return "must be relative (no leading /)"
-    if ".." in pattern.split("/"):
-        return "must not contain a .. segment"
-    if pattern.count("[") != pattern.count("]"):
-        return "has unbalanced brackets"
-    return None
+    problem = relative_text_problem(pattern)
+    if problem is None and pattern.count("[") != pattern.count("]"):
+        problem = "has unbalanced brackets"
+    return problem
 
 
 def like_prefix(pattern: str) -> str:
