@@ -25,6 +25,7 @@ from cronhooks_common.tokens import ApiTokens
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, finished, trigger
 from tests.support.inprocess import Running, admin_token, running
+from tests.support.token_api import OPEN_WEBHOOK, open_webhook
 
 FUZZ = settings(
     max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")),  # FUZZ_EXAMPLES=1000 digs deeper
@@ -104,7 +105,9 @@ _ONCE: dict[tuple[str, str], Any] = {}
 async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, Settings]]:
     settings = dataclasses.replace(settings, allow_private_targets=False)
     async with running(settings, ManualClock(datetime.now(UTC))) as r:
-        yield r, await admin_token(settings.database_url), settings
+        admin = await admin_token(settings.database_url)
+        assert await open_webhook(r, admin) == OPEN_WEBHOOK  # the webhook of api_token()
+        yield r, admin, settings
 
 
 async def event_count(dsn: str) -> int:
@@ -193,7 +196,7 @@ def api_token(settings: Settings, **claims: Any) -> str:
     return ApiTokens(
         master_key=settings.secret_key, issuer=settings.public_url, ttl_seconds=600
     ).mint(
-        webhook_id=1,
+        webhook_id=OPEN_WEBHOOK,
         delivery_id=1,
         depth=claims.get("depth", 1),
         read_patterns=claims.get("read", ["*"]),
@@ -243,7 +246,8 @@ async def test_token_api_answers_with_listed_statuses_only(system, body, raw) ->
         assert "error" in answer or "errors" in answer
         # a rejection writes no note.changed (only, for a batch, its notes.rejected verdict)
         assert await event_count(settings.database_url) - before <= 1
-    assert changed + imports == await event_count(settings.database_url)
+    # the store holds nothing else but the open webhook's creation
+    assert changed + imports + 1 == await event_count(settings.database_url)
 
 
 @FUZZ

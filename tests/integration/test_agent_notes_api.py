@@ -21,14 +21,16 @@ from cronhooks_importer.rules import content_hash
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, events_of, finished, trigger
 from tests.support.inprocess import Running, admin_token, eventually, running
-from tests.support.token_api import NOW, agent_graphql, call, mint, push
+from tests.support.token_api import NOW, OPEN_WEBHOOK, agent_graphql, call, mint, open_webhook, push
 
 
 @pytest.fixture
 async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Settings]]:
     clock = ManualClock(NOW)
     async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock, settings
+        admin = await admin_token(settings.database_url)
+        assert await open_webhook(r, admin) == OPEN_WEBHOOK
+        yield r, admin, clock, settings
 
 
 def b64url(content: str, *, padded: bool = True) -> str:
@@ -338,7 +340,8 @@ async def test_a_commit_with_a_conflict_writes_nothing_and_keeps_the_staged_upda
 async def test_staged_updates_survive_a_restart_and_expire_with_the_token(settings: Settings) -> None:
     clock = ManualClock(NOW)
     token = mint(settings)
-    async with running(settings, clock, ("importer",)) as r:
+    async with running(settings, clock, ("admin-api", "importer")) as r:
+        await open_webhook(r, await admin_token(settings.database_url))
         await gql_push(r, token, [{"path": "r/a.md", "content": "kept"}], skip_commit=True)
     async with running(settings, clock, ("importer",)) as r:  # a new importer process
         _, body = await agent_graphql(r, token, COMMIT)

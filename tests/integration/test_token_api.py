@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -17,14 +18,16 @@ from cronhooks_importer.rules import MAX_NOTE_BYTES, content_hash
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, finished, retry_due, trigger
 from tests.support.inprocess import Running, admin_token, eventually, running
-from tests.support.token_api import NOW, call, mint, push
+from tests.support.token_api import NOW, OPEN_WEBHOOK, call, mint, open_webhook, push
 
 
 @pytest.fixture
 async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Settings]]:
     clock = ManualClock(NOW)
     async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock, settings
+        admin = await admin_token(settings.database_url)
+        assert await open_webhook(r, admin) == OPEN_WEBHOOK
+        yield r, admin, clock, settings
 
 
 async def test_push_read_list_and_update(system) -> None:  # type: ignore[no-untyped-def]
@@ -263,3 +266,63 @@ async def test_notes_are_the_store_of_truth_in_postgres(system) -> None:  # type
         await conn.close()
     assert row["content_hash"] == content_hash("hash me") and row["version"] == 1
     assert [(e["type"], e["version"]) for e in events] == [("note.changed", 1)]
+
+
+UPDATE = """mutation($input: UpdateCronWebhookInput!) {
+  updateCronWebhook(input: $input) { cronWebhook { id } } }"""
+
+
+async def test_a_token_follows_its_webhooks_current_state(system) -> None:  # type: ignore[no-untyped-def]
+    """CONTRACT §15: honoured only while the webhook exists and is enabled; reads and writes
+    only what both the token's and the webhook's current patterns allow — at once, without
+    waiting for the token to expire."""
+    r, admin, _, settings = system
+    hook_id, _ = await create_webhook(
+        r, admin, "https://agent.example/hook", readPatterns=["*"], writePatterns=["*"]
+    )
+    token = mint(settings, webhook_id=hook_id, read=["*"], write=["*"])
+    assert (await push(r, token, {"path": "a/x.md", "content": "1"}, {"path": "b/y.md", "content": "2"}))[0] == 200
+
+    async def update(**fields: Any) -> None:
+        _, body = await r.graphql(admin, UPDATE, {"input": {"id": hook_id, **fields}})
+        assert "errors" not in body, body
+
+    await update(writePatterns=["a/*"], readPatterns=["a/*"])
+    status, body = await push(r, token, {"path": "b/y.md", "content": "3"})
+    assert status == 403 and body["errors"][0]["path"] == "b/y.md"
+    assert (await push(r, token, {"path": "a/x.md", "content": "3"}))[0] == 200
+    _, listing = await call(r, "GET", "/api/notes?pattern=*", token)
+    assert [n["path"] for n in listing["notes"]] == ["a/x.md"]
+    assert (await call(r, "GET", "/api/notes/b/y.md", token))[0] == 403
+
+    await update(writePatterns=[])
+    assert (await push(r, token, {"path": "a/x.md", "content": "4"}))[0] == 403
+
+    await update(enabled=False)  # paused: its tokens are not honoured
+    status, body = await call(r, "GET", "/api/notes/a/x.md", token)
+    assert status == 401 and "revoked" in body["error"]
+    await update(enabled=True, writePatterns=["*"])
+    assert (await push(r, token, {"path": "a/x.md", "content": "5"}))[0] == 200
+
+    _, body = await r.graphql(admin, f"mutation {{ deleteCronWebhook(id: {hook_id}) {{ id }} }}")
+    assert "errors" not in body
+    assert (await push(r, token, {"path": "a/x.md", "content": "6"}))[0] == 401
+    status, body = await call(
+        r, "POST", "/graphql", token, {"query": "{ notePaths { path } }"}
+    )
+    assert status == 401
+    # A token for a webhook that never existed is no token either.
+    assert (await call(r, "GET", "/api/notes", mint(settings, webhook_id=999)))[0] == 401
+
+
+async def test_the_webhooks_current_max_depth_bounds_its_tokens(system) -> None:  # type: ignore[no-untyped-def]
+    r, admin, _, settings = system
+    hook_id, _ = await create_webhook(
+        r, admin, "https://agent.example/hook", writePatterns=["*"], maxDepth=3
+    )
+    token = mint(settings, webhook_id=hook_id, depth=3, max_depth=3)
+    assert (await push(r, token, {"path": "d.md", "content": "1"}))[0] == 200
+    _, body = await r.graphql(admin, UPDATE, {"input": {"id": hook_id, "maxDepth": 2}})
+    assert "errors" not in body
+    status, body = await push(r, token, {"path": "d.md", "content": "2"})
+    assert status == 403 and "maxDepth 2" in body["error"]

@@ -13,6 +13,29 @@ from cronhooks_common.tokens import ApiTokens
 from tests.support.inprocess import Running
 
 NOW = datetime.now(UTC).replace(microsecond=0)
+# The id `open_webhook` gets in a fresh database: tokens minted here are its deliveries'.
+OPEN_WEBHOOK = 1
+
+
+async def open_webhook(r: Running, admin: str) -> int:
+    """A live webhook that lets its tokens read and write everything, as deep as 5: tokens
+    follow their webhook's state, so the tokens these tests mint need one."""
+    status, body = await r.graphql(
+        admin,
+        """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
+        cronWebhook { id } } }""",
+        {
+            "input": {
+                "url": "https://agent.example/hook",
+                "cronSchedule": "0 0 1 1 *",
+                "readPatterns": ["*"],
+                "writePatterns": ["*"],
+                "maxDepth": 5,
+            }
+        },
+    )
+    assert status == 200 and "errors" not in body, body
+    return int(body["data"]["createCronWebhook"]["cronWebhook"]["id"])
 
 
 def tokens(settings: Settings, **over: Any) -> ApiTokens:
@@ -34,7 +57,7 @@ def mint(
     **over: Any,
 ) -> str:
     return tokens(settings, **over).mint(
-        webhook_id=7,
+        webhook_id=over.get("webhook_id", OPEN_WEBHOOK),
         delivery_id=42,
         depth=depth,
         read_patterns=read or ["*"],

@@ -15,6 +15,7 @@ from cronhooks_importer.rules import (
     INVALID,
     MAX_NOTE_BYTES,
     TOO_LARGE,
+    allowed_by,
     content_hash,
     normalize_hash,
     parse_changes,
@@ -79,7 +80,7 @@ def test_a_good_batch_passes() -> None:
             {"path": "d/b.md", "content": "B", "expected_hash": H},
             {"path": "d/c.md", "content": "C"},
         ],
-        write_patterns=["d/*"],
+        may_write=allowed_by(["d/*"]),
     )
     assert errors == []
     assert [c.expected_hash for c in changes] == ["", H, None]
@@ -87,7 +88,7 @@ def test_a_good_batch_passes() -> None:
 
 def test_paths_are_normalised_to_nfc_once() -> None:
     decomposed = "cafe\u0301.md"
-    [change], _ = parse_changes([{"path": decomposed, "content": ""}], write_patterns=["*"])
+    [change], _ = parse_changes([{"path": decomposed, "content": ""}], may_write=allowed_by(["*"]))
     assert change.path == "caf\u00e9.md"
 
 
@@ -103,7 +104,7 @@ def test_one_error_per_offending_change_and_kinds() -> None:
         "not an object",
         {"path": "d/n.md", "content": 5},
     ]
-    _, errors = parse_changes(raw, write_patterns=["d/*"])
+    _, errors = parse_changes(raw, may_write=allowed_by(["d/*"]))
     kinds = [(e.path, e.kind) for e in errors]
     assert kinds == [
         ("../x", INVALID),
@@ -120,16 +121,16 @@ def test_one_error_per_offending_change_and_kinds() -> None:
 
 def test_exactly_one_mib_is_allowed() -> None:
     _, errors = parse_changes(
-        [{"path": "a", "content": "x" * MAX_NOTE_BYTES}], write_patterns=["*"]
+        [{"path": "a", "content": "x" * MAX_NOTE_BYTES}], may_write=allowed_by(["*"])
     )
     assert errors == []
 
 
 def test_malformed_batches() -> None:
     assert (
-        parse_changes({"path": "a"}, write_patterns=["*"])[1][0].error == "changes must be an array"
+        parse_changes({"path": "a"}, may_write=allowed_by(["*"]))[1][0].error == "changes must be an array"
     )
-    _, errors = parse_changes([{"path": "a", "content": ""}] * 1001, write_patterns=["*"])
+    _, errors = parse_changes([{"path": "a", "content": ""}] * 1001, may_write=allowed_by(["*"]))
     assert errors[0].kind == TOO_LARGE
     assert CONFLICT == "conflict"
 
@@ -141,7 +142,7 @@ def test_text_postgres_cannot_hold_is_refused_by_name() -> None:
             {"path": "b", "content": "\ud800"},
             {"path": "\udfff", "content": "x"},
         ],
-        write_patterns=["*"],
+        may_write=allowed_by(["*"]),
     )
     assert [e.error for e in errors] == [
         "content must not contain NUL characters",
@@ -164,7 +165,7 @@ DIGEST = hashlib.sha256(b"# Post\n").digest()
 def test_expected_hash_as_hex_or_base64url_names_the_same_digest(given: str) -> None:
     assert normalize_hash(given) == DIGEST.hex()
     [change], errors = parse_changes(
-        [{"path": "a.md", "content": "x", "expected_hash": given}], write_patterns=["*"]
+        [{"path": "a.md", "content": "x", "expected_hash": given}], may_write=allowed_by(["*"])
     )
     assert errors == [] and change.expected_hash == DIGEST.hex()
 
@@ -183,7 +184,7 @@ def test_expected_hash_as_hex_or_base64url_names_the_same_digest(given: str) -> 
 )
 def test_any_other_expected_hash_is_a_named_error(given: str) -> None:
     _, errors = parse_changes(
-        [{"path": "a.md", "content": "x", "expected_hash": given}], write_patterns=["*"]
+        [{"path": "a.md", "content": "x", "expected_hash": given}], may_write=allowed_by(["*"])
     )
     [error] = errors
     assert error.path == "a.md" and "expected_hash" in error.error and error.kind == INVALID
@@ -200,7 +201,7 @@ def test_removals_are_checked_like_writes() -> None:
             {"path": "d/e.md", "expected_hash": ""},
             {"nopath": 1},
         ],
-        write_patterns=["d/*"],
+        may_write=allowed_by(["d/*"]),
     )
     assert [(c.path, c.content, c.expected_hash) for c in changes] == [
         ("d/a.md", None, None),

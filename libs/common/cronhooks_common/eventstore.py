@@ -156,7 +156,7 @@ async def stream_version(conn: asyncpg.Connection, stream: str) -> int:
     return version
 
 
-async def read_stream(conn: asyncpg.Connection, stream: str) -> list[Event]:
+async def read_stream(conn: asyncpg.Connection | asyncpg.Pool, stream: str) -> list[Event]:
     rows = await conn.fetch(
         f"select {_COLUMNS} from eventstore.events where stream = $1 order by version", stream
     )

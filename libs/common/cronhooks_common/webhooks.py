@@ -7,7 +7,13 @@ below; never the secret), so any consumer can keep its own copy by upserting it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+import asyncpg
+
+from cronhooks_common import eventstore
+from cronhooks_common.events import EventType, webhook_stream
 
 CONFIG_FIELDS: tuple[str, ...] = (
     "url",
@@ -45,3 +51,36 @@ SCHEDULE_FIELDS: frozenset[str] = frozenset({"cron_schedule", "timezone", "enabl
 
 def target_of(config: dict[str, Any]) -> dict[str, Any]:
     return {key: config.get(key) for key in TARGET_FIELDS}
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookState:
+    """A webhook as its own event stream tells it (the truth, not a read model)."""
+
+    version: int
+    config: dict[str, Any]
+    deleted: bool
+
+    @property
+    def live(self) -> bool:
+        """Exists and is enabled: what an api_token minted for it needs."""
+        return not self.deleted and bool(self.config.get("enabled"))
+
+
+async def load_webhook(
+    conn: asyncpg.Connection | asyncpg.Pool, webhook_id: int
+) -> WebhookState | None:
+    """Fold the webhook's stream; None if it never existed."""
+    events = await eventstore.read_stream(conn, webhook_stream(webhook_id))
+    if not events:
+        return None
+    config: dict[str, Any] = {}
+    deleted = False
+    for event in events:
+        if event.type in (EventType.WEBHOOK_CREATED, EventType.WEBHOOK_UPDATED):
+            config = dict(event.data["config"])
+        elif event.type == EventType.WEBHOOK_DISABLED:
+            config["enabled"] = False
+        elif event.type == EventType.WEBHOOK_DELETED:
+            deleted = True
+    return WebhookState(events[-1].version, config, deleted)

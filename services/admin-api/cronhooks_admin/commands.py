@@ -34,7 +34,7 @@ from cronhooks_common.events import (
     webhook_stream,
 )
 from cronhooks_common.signing import generate_secret
-from cronhooks_common.webhooks import CONFIG_FIELDS, target_of
+from cronhooks_common.webhooks import CONFIG_FIELDS, WebhookState, load_webhook, target_of
 
 INBOX = "admin.inbox"
 
@@ -42,31 +42,6 @@ INBOX = "admin.inbox"
 class NotFound(LookupError):
     def __init__(self, what: str, ident: int) -> None:
         super().__init__(f"{what} {ident} not found")
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookState:
-    """A webhook as its own event stream tells it: the command side's view."""
-
-    version: int
-    config: dict[str, Any]
-    deleted: bool
-
-
-async def load_webhook(conn: asyncpg.Connection, webhook_id: int) -> WebhookState | None:
-    events = await eventstore.read_stream(conn, webhook_stream(webhook_id))
-    if not events:
-        return None
-    config: dict[str, Any] = {}
-    deleted = False
-    for event in events:
-        if event.type in (EventType.WEBHOOK_CREATED, EventType.WEBHOOK_UPDATED):
-            config = dict(event.data["config"])
-        elif event.type == EventType.WEBHOOK_DISABLED:
-            config["enabled"] = False
-        elif event.type == EventType.WEBHOOK_DELETED:
-            deleted = True
-    return WebhookState(events[-1].version, config, deleted)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,6 @@ from ariadne import (
 )
 from graphql import DocumentNode, GraphQLError, GraphQLResolveInfo, GraphQLSchema, parse
 
-from cronhooks_common.clock import Clock
 from cronhooks_common.globs import pattern_problem
 from cronhooks_common.graphql_support import (
     bad_input,
@@ -35,9 +34,8 @@ from cronhooks_common.graphql_support import (
     silence_ariadne_logger,
 )
 from cronhooks_common.paths import path_problem
-from cronhooks_common.tokens import ApiTokens
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
-from cronhooks_importer.callers import Caller, Unauthorized, caller_of
+from cronhooks_importer.callers import Caller, Callers, Unauthorized
 
 MAX_REQUEST_BYTES = 24 << 20
 MAX_ERRORS_IN_MESSAGE = 5
@@ -177,15 +175,13 @@ def _errors(status: int, code: str, message: str) -> web.Response:
     )
 
 
-def add_agent_graphql(
-    app: web.Application, *, notes: AgentNotes, tokens: ApiTokens, clock: Clock
-) -> None:
+def add_agent_graphql(app: web.Application, *, notes: AgentNotes, callers: Callers) -> None:
     schema = build_agent_schema()
     ariadne_logger = silence_ariadne_logger()
 
     async def execute(request: web.Request) -> web.Response:
         try:
-            caller = caller_of(request, tokens, clock.now())
+            caller = await callers.of(request)
         except Unauthorized as exc:
             return _errors(401, "UNAUTHENTICATED", str(exc))
         if request.content_length is not None and request.content_length > MAX_REQUEST_BYTES:

@@ -74,20 +74,20 @@ class AgentNotes:
 
     async def push(self, caller: Caller, raw: Any) -> WriteResult:
         """Write a batch of {path, content, expected_hash} at once."""
-        changes, errors = parse_changes(raw, write_patterns=caller.write_patterns)
+        changes, errors = parse_changes(raw, may_write=caller.may_write)
         async with self.pool.acquire() as conn, conn.transaction():
             return await self._apply(conn, caller, changes, errors, operation="push")
 
     async def hide(self, caller: Caller, raw: Any) -> WriteResult:
         """Remove (hide) a batch of [{path, expected_hash?}]."""
-        changes, errors = parse_removals(raw, write_patterns=caller.write_patterns)
+        changes, errors = parse_removals(raw, may_write=caller.may_write)
         async with self.pool.acquire() as conn, conn.transaction():
             return await self._apply(conn, caller, changes, errors, operation="hide")
 
     async def stage(self, caller: Caller, raw: Any) -> WriteResult:
         """Check a batch and keep it for `commit`; a path staged again replaces its update.
         Hash conflicts are decided at commit, against the notes as they are then."""
-        changes, errors = parse_changes(raw, write_patterns=caller.write_patterns)
+        changes, errors = parse_changes(raw, may_write=caller.may_write)
         errors = errors or too_deep(caller.depth, caller.max_depth)
         if errors:
             return WriteResult(errors=errors)

@@ -22,12 +22,11 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from cronhooks_common.clock import Clock, iso
+from cronhooks_common.clock import iso
 from cronhooks_common.globs import pattern_problem
 from cronhooks_common.paths import path_problem
-from cronhooks_common.tokens import ApiTokens
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
-from cronhooks_importer.callers import Caller, Unauthorized, caller_of
+from cronhooks_importer.callers import Caller, Callers, Unauthorized
 from cronhooks_importer.rules import CONFLICT, FORBIDDEN, INVALID, MISSING, TOO_LARGE
 
 log = structlog.get_logger(__name__)
@@ -73,19 +72,17 @@ def note_path(request: web.Request) -> str:
     return unicodedata.normalize("NFC", raw)
 
 
-def add_token_api(
-    app: web.Application, *, notes: AgentNotes, tokens: ApiTokens, clock: Clock
-) -> None:
-    def caller(request: web.Request) -> Caller:
+def add_token_api(app: web.Application, *, notes: AgentNotes, callers: Callers) -> None:
+    async def caller(request: web.Request) -> Caller:
         try:
-            return caller_of(request, tokens, clock.now())
+            return await callers.of(request)
         except Unauthorized as exc:
             raise web.HTTPUnauthorized(
                 text=json.dumps({"error": str(exc)}), content_type="application/json"
             ) from None
 
     async def list_notes(request: web.Request) -> web.Response:
-        who = caller(request)
+        who = await caller(request)
         pattern = request.query.get("pattern", "*")
         problem = pattern_problem(pattern)
         if problem is not None:
@@ -106,7 +103,7 @@ def add_token_api(
         )
 
     async def get_note(request: web.Request) -> web.Response:
-        who = caller(request)
+        who = await caller(request)
         path = note_path(request)
         if not who.may_read(path):
             return _error(403, f"{path} is outside the token's read_patterns")
@@ -125,7 +122,7 @@ def add_token_api(
         )
 
     async def push_notes(request: web.Request) -> web.Response:
-        who = caller(request)
+        who = await caller(request)
         if request.content_length is not None and request.content_length > MAX_REQUEST_BYTES:
             return _error(413, f"request body is larger than {MAX_REQUEST_BYTES} bytes")
         try:
@@ -140,7 +137,7 @@ def add_token_api(
         return web.json_response({"applied": [a.to_json() for a in result.applied]})
 
     async def remove_note(request: web.Request) -> web.Response:
-        who = caller(request)
+        who = await caller(request)
         path = note_path(request)
         removal: dict[str, Any] = {"path": path}
         if "expected_hash" in request.query:

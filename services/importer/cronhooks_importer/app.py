@@ -15,7 +15,9 @@ from cronhooks_common.tokens import ApiTokens
 from cronhooks_importer.agent_graphql import add_agent_graphql
 from cronhooks_importer.agent_notes import AgentNotes
 from cronhooks_importer.api import add_token_api
+from cronhooks_importer.callers import Callers
 from cronhooks_importer.imports import make_handler
+from cronhooks_importer.scopes import WebhookScopes
 
 
 class Importer:
@@ -26,9 +28,11 @@ class Importer:
             issuer=settings.public_url,
             ttl_seconds=settings.api_token_ttl_seconds,
         )
+        self.scopes = WebhookScopes(runtime.pool, settings.database_url)
+        callers = Callers(tokens=tokens, scopes=self.scopes, clock=runtime.clock)
         notes = AgentNotes(pool=runtime.pool, clock=runtime.clock)
-        add_token_api(runtime.http, notes=notes, tokens=tokens, clock=runtime.clock)
-        add_agent_graphql(runtime.http, notes=notes, tokens=tokens, clock=runtime.clock)
+        add_token_api(runtime.http, notes=notes, callers=callers)
+        add_agent_graphql(runtime.http, notes=notes, callers=callers)
         self.consumer = Consumer(
             name="importer",
             amqp=runtime.amqp,
@@ -39,10 +43,12 @@ class Importer:
         )
 
     async def start(self) -> None:
+        await self.scopes.start()
         await self.consumer.start()
 
     async def stop(self) -> None:
         await self.consumer.stop()
+        await self.scopes.stop()
 
 
 async def bootstrap(runtime: Runtime) -> Importer:

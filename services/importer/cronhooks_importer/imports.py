@@ -19,7 +19,7 @@ from prometheus_client import Counter
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.events import Causation, Event, EventType, NewEvent
-from cronhooks_importer.rules import FORBIDDEN, Change, ChangeError, parse_changes
+from cronhooks_importer.rules import FORBIDDEN, Change, ChangeError, allowed_by, parse_changes
 from cronhooks_importer.store import Applied, Rejected, apply_changes
 
 log = structlog.get_logger(__name__)
@@ -31,7 +31,7 @@ async def import_changes(
     conn: asyncpg.Connection,
     raw: object,
     *,
-    write_patterns: Sequence[str] | None,
+    write_patterns: Sequence[str],
     depth: int,
     max_depth: int | None,
     writer: str,
@@ -39,7 +39,7 @@ async def import_changes(
     now: datetime,
 ) -> tuple[list[Applied], list[ChangeError]]:
     """Check and apply a batch of writes as received (JSON) — an agent's answer or a push."""
-    changes, errors = parse_changes(raw, write_patterns=write_patterns)
+    changes, errors = parse_changes(raw, may_write=allowed_by(write_patterns))
     return await apply_batch(
         conn,
         changes,

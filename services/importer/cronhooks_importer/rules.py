@@ -12,7 +12,7 @@ import binascii
 import hashlib
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,15 +104,18 @@ def parse_expected(expected: Any) -> tuple[str | None, str | None]:
     return (normalised, None) if normalised is not None else (None, HASH_RULE)
 
 
-def _may_write(path: str, write_patterns: Sequence[str] | None) -> bool:
-    return write_patterns is None or matches_any(path, tuple(write_patterns))
+MayWrite = Callable[[str], bool]
 
 
-def parse_changes(
-    raw: Any, *, write_patterns: Sequence[str] | None
-) -> tuple[list[Change], list[ChangeError]]:
+def allowed_by(patterns: Sequence[str]) -> MayWrite:
+    """The write check of one set of patterns (a path must match one of them)."""
+    frozen = tuple(patterns)
+    return lambda path: matches_any(path, frozen)
+
+
+def parse_changes(raw: Any, *, may_write: MayWrite) -> tuple[list[Change], list[ChangeError]]:
     """Validate a batch of writes as received (JSON); return the changes and every error.
-    `write_patterns` None: every path may be written (an API key)."""
+    `may_write` says which paths the writer may write (its patterns)."""
     if not isinstance(raw, list):
         return [], [ChangeError("", "changes must be an array")]
     if len(raw) > MAX_BATCH_CHANGES:
@@ -145,7 +148,7 @@ def parse_changes(
                 ChangeError(path, f"content is larger than {MAX_NOTE_BYTES} bytes", TOO_LARGE)
             )
             continue
-        if not _may_write(path, write_patterns):
+        if not may_write(path):
             errors.append(ChangeError(path, "path is outside the write patterns", FORBIDDEN))
             continue
         seen.add(path)
@@ -165,9 +168,7 @@ def _content_problem(content: Any) -> str | None:
     return None
 
 
-def parse_removals(
-    raw: Any, *, write_patterns: Sequence[str] | None
-) -> tuple[list[Change], list[ChangeError]]:
+def parse_removals(raw: Any, *, may_write: MayWrite) -> tuple[list[Change], list[ChangeError]]:
     """Validate removals: a list of {"path", optional "expected_hash"} (hideNotes, DELETE)."""
     if not isinstance(raw, list):
         return [], [ChangeError("", "paths must be an array")]
@@ -191,7 +192,7 @@ def parse_removals(
         if problem is not None:
             errors.append(ChangeError(path, problem))
             continue
-        if not _may_write(path, write_patterns):
+        if not may_write(path):
             errors.append(ChangeError(path, "path is outside the write patterns", FORBIDDEN))
             continue
         seen.add(path)
