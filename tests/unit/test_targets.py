@@ -71,3 +71,77 @@ async def test_guarded_resolver_refuses_a_name_resolving_to_loopback() -> None:
             await resolver.resolve("localhost", 80)
     finally:
         await resolver.close()
+
+
+# Every spelling of an address the resolver accepts is judged as that address (§15).
+ODD_LITERALS = [
+    ("2852039166", "169.254.169.254 is the cloud metadata address"),  # decimal
+    ("0251.0376.0251.0376", "169.254.169.254 is the cloud metadata address"),  # octal
+    ("167772161", "10.0.0.1 is a private address"),
+    ("2130706433", "127.0.0.1 is a loopback address"),
+    ("127.1", "127.0.0.1 is a loopback address"),  # short form
+    ("0", "0.0.0.0 is an unspecified address"),
+    ("127.0.0.1.", "127.0.0.1 is a loopback address"),  # trailing dot
+    ("0x7f.1", "127.0.0.1 is a loopback address"),  # hex, short
+    ("0X7F.0.0.1", "127.0.0.1 is a loopback address"),
+    ("0x7f000001", "127.0.0.1 is a loopback address"),
+    ("017700000001", "127.0.0.1 is a loopback address"),
+    ("0177.0.0.01", "127.0.0.1 is a loopback address"),
+    ("10.1", "10.0.0.1 is a private address"),
+    ("192.168.257", "192.168.1.1 is a private address"),
+    ("１２７.0.0.1", "127.0.0.1 is a loopback address"),  # full-width digits (IDNA-mapped)
+    ("127。0。0。1", "127.0.0.1 is a loopback address"),  # ideographic full stops
+]
+
+
+@pytest.mark.parametrize(("host", "problem"), ODD_LITERALS)
+def test_odd_ipv4_spellings_are_judged_as_their_address(host: str, problem: str) -> None:
+    assert literal_problem(host) == f"{problem} (written {host})"
+
+
+@pytest.mark.parametrize(
+    "host", ["[::ffff:127.0.0.1]", "::ffff:127.0.0.1", "[::ffff:7f00:1]", "[::FFFF:7F00:1]"]
+)
+def test_ipv4_mapped_loopback_is_refused_in_any_ipv6_spelling(host: str) -> None:
+    assert literal_problem(host) == "127.0.0.1 is a loopback address (embedded in ::ffff:7f00:1)"
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost.", "localhost..", "api.localhost.", "LocalHost.", "ⓛocalhost"]
+)
+def test_loopback_names_in_any_spelling(host: str) -> None:
+    assert literal_problem(host) == f"{host} is a loopback name"
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("134744072", "8.8.8.8"),
+        ("0x8080808", "8.8.8.8"),
+        ("010.010.010.010", "8.8.8.8"),
+        ("8.8.2056", "8.8.8.8"),
+        ("8.8.8.8.", "8.8.8.8"),
+        ("0x01.1.1.1", "1.1.1.1"),
+    ],
+)
+def test_public_addresses_in_odd_spellings_are_refused_naming_the_plain_one(
+    host: str, address: str
+) -> None:
+    # One rule whatever the spelling (aiohttp would refuse the all-digit ones at connect
+    # time but resolve the hex ones): only the dotted quad is accepted.
+    assert (
+        literal_problem(host)
+        == f"{host} is a non-canonical spelling of {address} (write {address})"
+    )
+
+
+@pytest.mark.parametrize("host", ["8.8.8.8", "1.1.1.1", "[2606:4700:4700::1111]", "８.８.８.８"])
+def test_public_addresses_as_the_client_connects_to_them_pass(host: str) -> None:
+    assert literal_problem(host) is None
+
+
+@pytest.mark.parametrize(
+    "host", ["agent.example.com", "0x7f.example.com", "127.0.0.1.nip.io", "1e100", "x127.1"]
+)
+def test_names_that_merely_look_numeric_are_left_to_connect_time(host: str) -> None:
+    assert literal_problem(host) is None
