@@ -10,9 +10,9 @@ import aio_pika
 import asyncpg
 import pytest
 
-from cronhooks_common import broker
+from cronhooks_common import broker, eventstore
 from cronhooks_common.consumer import Consumer
-from cronhooks_common.events import Event
+from cronhooks_common.events import Causation, Event, NewEvent
 from tests.support import rabbit
 from tests.support.inprocess import eventually
 
@@ -28,12 +28,30 @@ async def effects(pool: asyncpg.Pool) -> asyncpg.Pool:
     return pool
 
 
-async def publish(amqp: broker.AbstractRobustConnection, events: list[Event]) -> None:
+async def publish(
+    pool: asyncpg.Pool, amqp: broker.AbstractRobustConnection, events: list[Event]
+) -> None:
+    """As the services do: append to the event store, then publish (the relay's job). A
+    consumer acts only on messages the store holds."""
+    await store(pool, events)
     channel = await amqp.channel(publisher_confirms=True)
     await broker.declare_exchange(channel)
     for event in events:
         await broker.publish_confirmed(channel, event)
     await channel.close()
+
+
+async def store(pool: asyncpg.Pool, events: list[Event]) -> None:
+    unique = {event.event_id: event for event in events}.values()
+    async with pool.acquire() as conn, conn.transaction():
+        await eventstore.append_many(
+            conn,
+            [
+                (e.stream, e.version - 1, NewEvent(e.type, e.data, e.event_id), Causation(e.correlation_id))
+                for e in unique
+            ],
+            occurred_at=datetime.now(UTC),
+        )
 
 
 async def count_effects(pool: asyncpg.Pool) -> int:
@@ -67,7 +85,7 @@ async def test_redelivered_event_has_one_effect(
     c = consumer(effects, amqp)
     await c.start()
     events = [make_event(i) for i in range(50)]
-    await publish(amqp, events + events[:20])  # 20 duplicates, as after a relay crash
+    await publish(effects, amqp, events + events[:20])  # 20 duplicates, as after a relay crash
     await eventually(lambda: _equals(count_effects(effects), 50))
     await asyncio.sleep(0.2)
     assert await count_effects(effects) == 50
@@ -86,7 +104,7 @@ async def test_poison_message_is_dead_lettered_and_others_go_on(
     poison = Event(
         uuid4(), "test.counted", "p", 1, datetime.now(UTC), {"n": -1, "poison": True}, uuid4()
     )
-    await publish(amqp, [make_event(1), poison, make_event(2)])
+    await publish(effects, amqp, [make_event(1), poison, make_event(2)])
     channel = await amqp.channel()
     await channel.default_exchange.publish(
         aio_pika.Message(b"not json at all"), routing_key="cronhooks.testconsumer"
@@ -113,11 +131,11 @@ async def test_consumer_survives_broker_connection_loss(
     await c.start()
     try:
         first = [make_event(i) for i in range(100)]
-        await publish(publisher, first)
+        await publish(effects, publisher, first)
         await eventually(lambda: _equals(count_effects(effects), 100))
         assert await rabbit.close_connections(vhost, "cronhooks-victim") == 1
         second = [make_event(i) for i in range(100, 200)]
-        await publish(publisher, second)
+        await publish(effects, publisher, second)
         # The robust connection reconnects and re-consumes by itself.
         await eventually(lambda: _equals(count_effects(effects), 200), timeout=30)
     finally:
@@ -135,12 +153,12 @@ async def test_a_batch_ack_settles_every_message_and_no_other(
     c = consumer(effects, amqp, batch_size=100, prefetch=200)
     await c.start()
     try:
-        await publish(amqp, [make_event(i) for i in range(250)])
+        await publish(effects, amqp, [make_event(i) for i in range(250)])
         channel = await amqp.channel()
         await channel.default_exchange.publish(  # a malformed one among them: rejected alone
             aio_pika.Message(b"not json at all"), routing_key="cronhooks.testconsumer"
         )
-        await publish(amqp, [make_event(i) for i in range(250, 300)])
+        await publish(effects, amqp, [make_event(i) for i in range(250, 300)])
         await eventually(lambda: _equals(count_effects(effects), 300))
         await c.stop()
     finally:
@@ -170,3 +188,42 @@ async def test_a_batch_whose_channel_closed_settles_quietly(
     assert message is not None
     await channel.close()
     await asyncio.wait_for(c._ack_batch([message]), 5)  # returns, raises nothing
+
+
+async def test_a_message_the_store_does_not_hold_as_sent_is_dropped_and_counted(
+    effects: asyncpg.Pool, amqp: broker.AbstractRobustConnection
+) -> None:
+    """CONTRACT §15: a forged event (not in the store) and an altered one (the store holds
+    other data under its id) reach no handler; the genuine ones around them do — with the
+    data as stored."""
+    from cronhooks_common.trust import DROPPED
+
+    def dropped(reason: str) -> float:
+        return DROPPED.labels("testconsumer", reason)._value.get()  # type: ignore[attr-defined]
+
+    before = dropped("not_in_store"), dropped("altered")
+    c = consumer(effects, amqp)
+    await c.start()
+    genuine, altered_one = make_event(1), make_event(2)
+    await store(effects, [genuine, altered_one])
+    forged = make_event(666)
+    altered = Event(
+        altered_one.event_id, altered_one.type, altered_one.stream, 1,
+        altered_one.occurred_at, {"n": 999}, altered_one.correlation_id,
+    )
+    channel = await amqp.channel(publisher_confirms=True)
+    await broker.declare_exchange(channel)
+    for event in (forged, altered, genuine):
+        await broker.publish_confirmed(channel, event)
+    await channel.close()
+    await eventually(lambda: _equals(count_effects(effects), 1))
+    await asyncio.sleep(0.2)
+    rows = await effects.fetch("select n from public.effects")
+    assert [r["n"] for r in rows] == [1]
+    assert (dropped("not_in_store"), dropped("altered")) == (before[0] + 1, before[1] + 1)
+    # The genuine copy of the altered event, published later, is still handled.
+    channel = await amqp.channel(publisher_confirms=True)
+    await broker.publish_confirmed(channel, altered_one)
+    await channel.close()
+    await eventually(lambda: _equals(count_effects(effects), 2))
+    await c.stop()

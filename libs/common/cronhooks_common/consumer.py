@@ -12,8 +12,14 @@ Two ways to handle messages:
   so a redelivery after a crash or a broker reconnect has no second effect. The batch
   commits once, then one `multiple` ack settles all its messages.
 * free: `workers` tasks each take one message and call the handler without a
-  transaction; the handler is responsible for idempotency (with `claim_event`). The
+  transaction; the handler is responsible for idempotency (with `claim_event`) and for
+  acting on the stored event (`trust.as_stored`, batched with its own lookups). The
   dispatcher uses this to keep HTTP calls outside transactions.
+
+The event store decides (trust.py): a transactional batch is checked against the stored
+events in the batch's transaction, and only messages that match their stored event are
+claimed and handled — with the stored event, not the message. Others are dropped and
+counted; they never reach a handler.
 
 Transient failures (database or broker gone) leave the message unacked and retry with
 backoff for as long as it takes. Any other exception is retried a few times too (an
@@ -34,6 +40,7 @@ import structlog
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 from prometheus_client import Counter
 
+from cronhooks_common import eventstore
 from cronhooks_common.broker import (
     DEAD_LETTER_EXCHANGE,
     TRANSIENT_AMQP_ERRORS,
@@ -41,6 +48,7 @@ from cronhooks_common.broker import (
 )
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import Event
+from cronhooks_common.trust import as_stored
 
 log = structlog.get_logger(__name__)
 
@@ -236,8 +244,14 @@ class Consumer:
     async def _transact(self, parsed: list[tuple[AbstractIncomingMessage, Event]]) -> None:
         assert self._transactional is not None
         async with self._pool.acquire() as conn, conn.transaction():
-            fresh = await claim_events(conn, self._inbox, [event.event_id for _, event in parsed])
-            for _, event in parsed:
+            stored = await eventstore.read_events(conn, [event.event_id for _, event in parsed])
+            genuine = [
+                event
+                for _, sent in parsed
+                if (event := as_stored(sent, stored.get(sent.event_id), consumer=self.name))
+            ]
+            fresh = await claim_events(conn, self._inbox, [event.event_id for event in genuine])
+            for event in genuine:
                 if event.event_id in fresh:
                     fresh.discard(event.event_id)  # a copy of it later in the batch is a repeat
                     with structlog.contextvars.bound_contextvars(

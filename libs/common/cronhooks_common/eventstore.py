@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from uuid import UUID
 
 import asyncpg
 
@@ -161,6 +162,17 @@ async def read_stream(conn: asyncpg.Connection | asyncpg.Pool, stream: str) -> l
         f"select {_COLUMNS} from eventstore.events where stream = $1 order by version", stream
     )
     return [event_from_row(r) for r in rows]
+
+
+async def read_events(
+    conn: asyncpg.Connection | asyncpg.Pool, event_ids: Sequence[UUID]
+) -> dict[UUID, Event]:
+    """The stored events with these ids (consumers check messages against them)."""
+    rows = await conn.fetch(
+        f"select {_COLUMNS} from eventstore.events where event_id = any($1::uuid[])",
+        list(event_ids),
+    )
+    return {r["event_id"]: event_from_row(r) for r in rows}
 
 
 async def read_all(

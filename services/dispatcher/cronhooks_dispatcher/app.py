@@ -1,7 +1,8 @@
 """Dispatcher service: turns `delivery.requested` into signed HTTP requests to agents.
 
-Flow: consumer (free mode, `CRONHOOKS_DISPATCH_CONCURRENCY` workers) →
-`Dispatcher.handle` (delivery.py): load the secret, build and sign the body (payload.py),
+Flow: consumer (free mode, `CRONHOOKS_DISPATCH_CONCURRENCY` workers) → the stored event,
+inbox and secret in one batched lookup (lookup.py; a message the store does not hold as
+sent is dropped) → `Dispatcher.handle` (delivery.py): build and sign the body (payload.py),
 POST through the shared session with the SSRF guard (sender.py), classify the answer
 (outcome.py), and record attempt + next event, many outcomes per transaction
 (recording.py). Retries are durable timers in the scheduler (retry.py says when);
@@ -18,6 +19,7 @@ from cronhooks_common.events import Event, EventType
 from cronhooks_common.service import Runtime
 from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
+from cronhooks_common.trust import as_stored
 from cronhooks_dispatcher.delivery import Dispatcher
 from cronhooks_dispatcher.fire import FireCaller
 from cronhooks_dispatcher.lookup import DeliveryLookups
@@ -69,7 +71,6 @@ class DispatcherService:
             clock=rt.clock,
             writer=self._writer,
             allow_private=rt.settings.allow_private_targets,
-            lookups=lookups,
         )
         fires = FireCaller(
             pool=rt.pool,
@@ -80,14 +81,19 @@ class DispatcherService:
             writer=self._writer,
             issuer=rt.settings.public_url,
             allow_private=rt.settings.allow_private_targets,
-            lookups=lookups,
         )
 
-        async def handle(event: Event) -> None:
+        async def handle(sent: Event) -> None:
+            # The event store decides (CONTRACT §15): act on the event as stored, looked up
+            # with the inbox and the secret in one batched query; drop what it does not hold.
+            found = await lookups.load(sent.event_id)
+            event = as_stored(sent, found.stored, consumer="dispatcher")
+            if event is None:
+                return
             if event.type == EventType.TRIGGER_REQUESTED:
-                await fires.handle(event)
+                await fires.handle(event, found)
             else:
-                await dispatcher.handle(event)
+                await dispatcher.handle(event, found)
 
         self._consumer = Consumer(
             name="dispatcher",

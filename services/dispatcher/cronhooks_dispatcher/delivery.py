@@ -33,7 +33,7 @@ from cronhooks_common.events import Event, EventType, NewEvent, storable
 from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher import health, payload, sender
-from cronhooks_dispatcher.lookup import DeliveryLookups, LookupKey
+from cronhooks_dispatcher.lookup import Lookup
 from cronhooks_dispatcher.outcome import Outcome, classify, import_outcome
 from cronhooks_dispatcher.recording import INBOX, Health, Record, RecordWriter
 from cronhooks_dispatcher.recording import Attempt as AttemptRow
@@ -89,11 +89,11 @@ class Dispatcher:
     clock: Clock
     writer: RecordWriter
     allow_private: bool
-    lookups: DeliveryLookups
 
-    async def handle(self, event: Event) -> None:
+    async def handle(self, event: Event, found: Lookup) -> None:
+        """`event` as the store holds it, and what the lookup found with it."""
         if event.type == EventType.DELIVERY_REQUESTED:
-            await self._deliver(event)
+            await self._deliver(event, found)
         elif event.type in (EventType.NOTES_IMPORTED, EventType.NOTES_REJECTED):
             if event.data.get("attempt") is not None:  # not a token push
                 await self._import_finished(event)
@@ -148,17 +148,14 @@ class Dispatcher:
 
     # --- one HTTP attempt ----------------------------------------------------------------
 
-    async def _deliver(self, event: Event) -> None:
+    async def _deliver(self, event: Event, found: Lookup) -> None:
         request = event.data
         with structlog.contextvars.bound_contextvars(
             delivery_id=request["delivery_id"], webhook_id=request["webhook_id"]
         ):
-            # Handled before? and the webhook's current secret (batched with the burst).
-            handled, sealed = await self.lookups.load(
-                LookupKey(event.event_id, int(request["webhook_id"]))
-            )
-            if handled:
+            if found.handled:
                 return
+            sealed = found.sealed_secret
             if await self._forbidden(event):
                 await self.writer.write(self._skipped(event))
                 return

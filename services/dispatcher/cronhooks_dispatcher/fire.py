@@ -31,7 +31,7 @@ from cronhooks_common.events import Event, EventType, NewEvent
 from cronhooks_common.keys import SigningKey, active_key
 from cronhooks_common.signing import USER_AGENT
 from cronhooks_dispatcher import sender
-from cronhooks_dispatcher.lookup import DeliveryLookups, LookupKey
+from cronhooks_dispatcher.lookup import Lookup
 from cronhooks_dispatcher.recording import Record, RecordWriter
 from cronhooks_dispatcher.retry import retry_after
 
@@ -66,7 +66,6 @@ class FireCaller:
     writer: RecordWriter
     issuer: str
     allow_private: bool
-    lookups: DeliveryLookups
     _key: SigningKey | None = field(default=None, init=False)
     _key_loaded: datetime | None = field(default=None, init=False)
 
@@ -95,10 +94,11 @@ class FireCaller:
             }
         )
 
-    async def handle(self, event: Event) -> None:
+    async def handle(self, event: Event, found: Lookup) -> None:
+        """`event` as the store holds it, and what the lookup found with it."""
         d = event.data
         with structlog.contextvars.bound_contextvars(job_id=d["job_id"], fire_id=d["fire_id"]):
-            if (await self.lookups.load(LookupKey(event.event_id))).handled:
+            if found.handled:
                 return
             now = self.clock.now()
             body = json.dumps({"job_id": d["job_id"], "fire_at": provisioned_fire_at(d)}).encode()

@@ -1,8 +1,9 @@
-"""Before each POST the dispatcher asks: was this request handled before (inbox), and what
-is the webhook's sealed secret (none for a one-shot fire)? A herd arrives as a burst of
-messages; asking once per message costs a database round trip each, about as much CPU as
-the POST itself. The loader gathers the questions of one event-loop iteration into one
-query."""
+"""Before acting on a message the dispatcher asks: what does the event store hold under this
+event id (the event store decides — CONTRACT §15; the message is only news), was it
+handled before (inbox), and what is the sealed secret of the stored event's webhook (none
+for a one-shot fire)? A herd arrives as a burst of messages; asking once per message
+costs a database round trip each, about as much CPU as the POST itself. The loader
+gathers the questions of one event-loop iteration into one query."""
 
 from __future__ import annotations
 
@@ -12,35 +13,42 @@ from uuid import UUID
 import asyncpg
 from aiodataloader import DataLoader
 
+from cronhooks_common.events import Event
+from cronhooks_common.eventstore import event_from_row
+
 
 class Lookup(NamedTuple):
-    handled: bool  # the inbox holds the request's event id: its outcome is recorded
-    sealed_secret: bytes | None  # None: the webhook has no secret (deleted meanwhile)
+    stored: Event | None  # the event as the store holds it; None: not there (forged)
+    handled: bool  # the inbox holds the event id: its outcome is recorded
+    sealed_secret: bytes | None  # of the stored event's webhook; None: none (or deleted)
 
 
-class LookupKey(NamedTuple):
-    event_id: UUID
-    webhook_id: int | None = None  # None: only the inbox question (a one-shot fire)
-
-
+# The secret is found through the *stored* event's webhook_id, never the message's.
 _SQL = """
-select k.i,
+select k.i, e.event_id, e.type, e.stream, e.version, e.occurred_at, e.data, e.correlation_id,
+       e.causation_id, e.actor, e.schema_version,
        exists (select 1 from dispatcher.inbox i where i.event_id = k.event_id) as handled,
-       (select s.ciphertext from shared.webhook_secrets s where s.webhook_id = k.webhook_id)
-           as sealed_secret
-from unnest($1::uuid[], $2::bigint[]) with ordinality as k(event_id, webhook_id, i)
+       (select s.ciphertext from shared.webhook_secrets s
+        where s.webhook_id = (e.data->>'webhook_id')::bigint) as sealed_secret
+from unnest($1::uuid[]) with ordinality as k(event_id, i)
+left join eventstore.events e on e.event_id = k.event_id
 """
 
 
-class DeliveryLookups(DataLoader[LookupKey, Lookup]):
+class DeliveryLookups(DataLoader[UUID, Lookup]):
     def __init__(self, pool: asyncpg.Pool) -> None:
         # No cache: an answer is only true at the moment it is read.
         super().__init__(cache=False, max_batch_size=1000)
         self._pool = pool
 
-    async def batch_load_fn(self, keys: list[LookupKey]) -> list[Lookup]:
-        rows = await self._pool.fetch(
-            _SQL, [k.event_id for k in keys], [k.webhook_id for k in keys]
-        )
-        by_index = {r["i"]: Lookup(r["handled"], r["sealed_secret"]) for r in rows}
+    async def batch_load_fn(self, keys: list[UUID]) -> list[Lookup]:
+        rows = await self._pool.fetch(_SQL, keys)
+        by_index = {
+            r["i"]: Lookup(
+                None if r["event_id"] is None else event_from_row(r),
+                r["handled"],
+                r["sealed_secret"],
+            )
+            for r in rows
+        }
         return [by_index[i] for i in range(1, len(keys) + 1)]
