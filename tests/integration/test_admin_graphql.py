@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
@@ -128,6 +128,49 @@ async def test_idempotency_key_returns_the_first_result(api, settings: Settings)
     _, listing = await r.graphql(token, "{ cronWebhooks { id } }")
     assert len(listing["data"]["cronWebhooks"]) == 1
     assert await event_count(settings.database_url) == 1
+
+
+@pytest.mark.parametrize(
+    ("then", "code"),
+    [
+        ("mutation { regenerateCronWebhookSecret(id: ID) { secret } }", "CONFLICT"),
+        (
+            'mutation { updateCronWebhook(input: {id: ID, secret: "a replaced secret of 24+ chars"})'
+            " { cronWebhook { id } } }",
+            "CONFLICT",
+        ),
+        ("mutation { deleteCronWebhook(id: ID) { id } }", "NOT_FOUND"),
+    ],
+)
+async def test_a_replayed_idempotency_key_never_reveals_a_secret_again(api, then, code) -> None:  # type: ignore[no-untyped-def]
+    """CONTRACT §15: a replay answers the first result only while it is still true."""
+    r, token, _ = api
+    _, first = await r.graphql(token, CREATE, {"input": webhook_input(idempotencyKey="k-2")})
+    created = first["data"]["createCronWebhook"]
+    hook_id = created["cronWebhook"]["id"]
+    _, again = await r.graphql(token, CREATE, {"input": webhook_input(idempotencyKey="k-2")})
+    assert again["data"]["createCronWebhook"]["secret"] == created["secret"]  # still true
+    _, body = await r.graphql(token, then.replace("ID", str(hook_id)))
+    assert "errors" not in body, body
+    _, replay = await r.graphql(token, CREATE, {"input": webhook_input(idempotencyKey="k-2")})
+    assert replay["data"] is None or replay["data"].get("createCronWebhook") is None
+    assert replay["errors"][0]["extensions"]["code"] == code
+    dumped = json.dumps(replay)
+    assert created["secret"] not in dumped
+    secret = body["data"].get("regenerateCronWebhookSecret", {}) or {}
+    assert not secret or secret["secret"] not in dumped
+
+
+async def test_an_idempotency_key_is_kept_24_hours(api) -> None:  # type: ignore[no-untyped-def]
+    r, token, clock = api
+    _, first = await r.graphql(token, CREATE, {"input": webhook_input(idempotencyKey="k-3")})
+    clock.advance(timedelta(hours=23, minutes=59))
+    _, again = await r.graphql(token, CREATE, {"input": webhook_input(idempotencyKey="k-3")})
+    first_id = first["data"]["createCronWebhook"]["cronWebhook"]["id"]
+    assert again["data"]["createCronWebhook"]["cronWebhook"]["id"] == first_id
+    clock.advance(timedelta(minutes=2))
+    _, later = await r.graphql(token, CREATE, {"input": webhook_input(idempotencyKey="k-3")})
+    assert later["data"]["createCronWebhook"]["cronWebhook"]["id"] != first_id
 
 
 async def test_update_pause_resume_delete(api) -> None:  # type: ignore[no-untyped-def]

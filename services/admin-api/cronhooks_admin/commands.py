@@ -8,6 +8,7 @@ that arrives later from the broker is skipped.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -37,6 +38,13 @@ from cronhooks_common.signing import generate_secret
 from cronhooks_common.webhooks import CONFIG_FIELDS, WebhookState, load_webhook, target_of
 
 INBOX = "admin.inbox"
+
+
+IDEMPOTENCY_WINDOW = timedelta(hours=24)
+
+
+class Conflict(Exception):
+    """The command cannot be answered as asked: the state moved on (GraphQL CONFLICT)."""
 
 
 class NotFound(LookupError):
@@ -86,18 +94,9 @@ class Commands:
         async with self.pool.acquire() as conn, conn.transaction():
             webhook_id: int = await conn.fetchval("select nextval('eventstore.webhook_ids')")
             if key is not None:
-                # Waits for a concurrent holder of the same key, then sees its row.
-                claimed = await conn.fetchval(
-                    "insert into admin.idempotency_keys (key, webhook_id) values ($1, $2)"
-                    " on conflict (key) do nothing returning webhook_id",
-                    key,
-                    webhook_id,
-                )
-                if claimed is None:
-                    first = await conn.fetchval(
-                        "select webhook_id from admin.idempotency_keys where key = $1", key
-                    )
-                    return first, await self._current_secret(conn, first)
+                first = await self._claim_key(conn, key, webhook_id)
+                if first is not None:
+                    return first, await self._replayed_secret(conn, first)
             await conn.execute(
                 "insert into shared.webhook_secrets (webhook_id, ciphertext) values ($1, $2)",
                 webhook_id,
@@ -208,6 +207,44 @@ class Commands:
             webhook_id,
             self.secrets.seal(secret),
         )
+
+    async def _claim_key(self, conn: asyncpg.Connection, key: str, webhook_id: int) -> int | None:
+        """Claim `key` for the webhook about to be created; or the webhook it created first
+        (a key is kept IDEMPOTENCY_WINDOW: an older claim is taken over). Waits for a
+        concurrent holder of the same key, then sees its row."""
+        now = self.clock.now()
+        claimed = await conn.fetchval(
+            """
+            insert into admin.idempotency_keys (key, webhook_id, created_at) values ($1, $2, $3)
+            on conflict (key) do update
+                set webhook_id = excluded.webhook_id, created_at = excluded.created_at
+                where admin.idempotency_keys.created_at <= $4
+            returning webhook_id
+            """,
+            key,
+            webhook_id,
+            now,
+            now - IDEMPOTENCY_WINDOW,
+        )
+        if claimed is not None:
+            return None
+        first: int = await conn.fetchval(
+            "select webhook_id from admin.idempotency_keys where key = $1", key
+        )
+        return first
+
+    async def _replayed_secret(self, conn: asyncpg.Connection, webhook_id: int) -> str:
+        """The first answer's secret, while it is still true (CONTRACT §15): a replay never
+        reveals a secret again once it was rotated or replaced, nor a deleted webhook."""
+        events = await eventstore.read_stream(conn, webhook_stream(webhook_id))
+        if any(e.type == EventType.WEBHOOK_DELETED for e in events):
+            raise NotFound("webhook", webhook_id)
+        if any(e.type == EventType.WEBHOOK_SECRET_ROTATED for e in events):
+            raise Conflict(
+                f"idempotency key already used for webhook {webhook_id}, whose secret has"
+                " been rotated since: the first answer is no longer true"
+            )
+        return await self._current_secret(conn, webhook_id)
 
     async def _current_secret(self, conn: asyncpg.Connection, webhook_id: int) -> str:
         sealed = await conn.fetchval(

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from graphql import GraphQLError, GraphQLResolveInfo
 
-from cronhooks_admin.commands import NotFound
+from cronhooks_admin.commands import Conflict, NotFound
 from cronhooks_admin.context import Context
 from cronhooks_admin.validation import InputError
 from cronhooks_common.cron import CronError, CronSchedule
@@ -37,6 +37,8 @@ async def _command(run: Callable[[], Awaitable[T]]) -> T:
             raise bad_input(exc.field, exc.reason) from None
         except NotFound as exc:
             raise not_found(str(exc)) from None
+        except Conflict as exc:
+            raise GraphQLError(str(exc), extensions={"code": "CONFLICT"}) from None
         except ConcurrencyError:
             continue  # another command changed the webhook meanwhile: decide again
     raise GraphQLError(
