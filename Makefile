@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 
 # A random CRONHOOKS_SECRET_KEY on first use; loopback agents allowed for local work.
 .env:
-	@$(PYTHON) -c 'import secrets; print("# written by make on first use; keep it secret\nCRONHOOKS_SECRET_KEY=" + secrets.token_hex(32) + "\n# the demo agent listens on loopback\nCRONHOOKS_ALLOW_PRIVATE_TARGETS=true")' > $@
-	@echo "wrote .env with a new CRONHOOKS_SECRET_KEY"
+	@umask 077 && $(PYTHON) -c 'import secrets; print("# written by make on first use; keep it secret\nCRONHOOKS_SECRET_KEY=" + secrets.token_hex(32) + "\n# the demo agent listens on loopback\nCRONHOOKS_ALLOW_PRIVATE_TARGETS=true")' > $@
+	@chmod 600 $@
+	@echo "wrote .env with a new CRONHOOKS_SECRET_KEY (mode 0600)"
 
 up: install .env
 	$(BIN)/cronhooks up --demo-agent --print-token

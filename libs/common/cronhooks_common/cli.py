@@ -7,6 +7,7 @@ import asyncio
 import importlib
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 
 from cronhooks_common.settings import Settings, SettingsError
 
@@ -28,6 +29,27 @@ def _parser() -> argparse.ArgumentParser:
     admin_sub = admin.add_subparsers(dest="admin_command", required=True)
     token = admin_sub.add_parser("create-token", help="create an admin API token")
     token.add_argument("--name", required=True)
+    token.add_argument(
+        "--expires-in",
+        type=_duration,
+        metavar="DURATION",
+        help="e.g. 30d, 12h, 90m (default: never)",
+    )
+    admin_sub.add_parser("list-tokens", help="list admin API tokens (never the tokens themselves)")
+    revoke = admin_sub.add_parser("revoke-token", help="revoke an admin API token")
+    revoke.add_argument("id", type=int)
+    broker_cmd = sub.add_parser("broker", help="RabbitMQ users")
+    broker_sub = broker_cmd.add_subparsers(dest="broker_command", required=True)
+    reader = broker_sub.add_parser(
+        "add-reader",
+        help="a read-only subscriber user: queues NAME.* only, reads cronhooks.events;"
+        " prints its password once",
+    )
+    reader.add_argument("name")
+    reader.add_argument(
+        "--management-url",
+        help="RabbitMQ management API (default: http://<CRONHOOKS_AMQP_URL host>:15672)",
+    )
     projections = sub.add_parser("projections", help="admin read models")
     projections_sub = projections.add_subparsers(dest="projections_command", required=True)
     projections_sub.add_parser("rebuild", help="drop the admin read models and replay the events")
@@ -65,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         return _run(args.service, settings)
     if args.command == "admin":
-        return asyncio.run(_create_token(settings, args.name))
+        return asyncio.run(_admin(settings, args))
+    if args.command == "broker":
+        return asyncio.run(_add_reader(settings, args.name, args.management_url))
     if args.command == "keys":
         return asyncio.run(_rotate_keys(settings))
     if args.command == "projections":
@@ -126,17 +150,56 @@ async def _rebuild(settings: Settings) -> int:
     return 0
 
 
-async def _create_token(settings: Settings, name: str) -> int:
-    import asyncpg
+def _duration(text: str) -> timedelta:
+    """`30d`, `12h`, `90m`, `3600s` → a timedelta (argparse type)."""
+    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+    number, unit = text[:-1], text[-1:]
+    if unit not in units or not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number and s, m, h or d (30d)")
+    return timedelta(**{units[unit]: int(number)})
 
-    from cronhooks_admin.auth import create_token
 
-    conn = await asyncpg.connect(settings.database_url)
+async def _admin(settings: Settings, args: argparse.Namespace) -> int:
+    from cronhooks_admin import auth
+    from cronhooks_common import db
+
+    now = datetime.now(UTC)
+    conn = await db.connect(settings.database_url, name="cli-admin")
     try:
-        token = await create_token(conn, name)
+        if args.admin_command == "create-token":
+            expires = None if args.expires_in is None else now + args.expires_in
+            token = await auth.create_token(conn, args.name, expires_at=expires)
+            if expires is not None:
+                print(f"expires {expires.isoformat(timespec='seconds')}")
+            print(token)
+            return 0
+        if args.admin_command == "list-tokens":
+            print("id\tname\tcreated\texpires\trevoked")
+            for row in await auth.list_tokens(conn):
+                dates = [row[k] for k in ("created_at", "expires_at", "revoked_at")]
+                shown = [d.isoformat(timespec="seconds") if d else "-" for d in dates]
+                print("\t".join([str(row["id"]), row["name"], *shown]))
+            return 0
+        if await auth.revoke_token(conn, args.id, now=now):
+            print(f"revoked token {args.id}")
+            return 0
+        print(f"cronhooks: no live admin token with id {args.id}", file=sys.stderr)
+        return 1
     finally:
         await conn.close()
-    print(token)
+
+
+async def _add_reader(settings: Settings, name: str, management_url: str | None) -> int:
+    from cronhooks_common.broker_users import BrokerAdminError, Management, add_reader
+
+    try:
+        management = Management.from_amqp_url(settings.amqp_url, management_url)
+        password = await add_reader(management, name)
+    except (ValueError, BrokerAdminError) as exc:
+        print(f"cronhooks: {exc}", file=sys.stderr)
+        return 1
+    print(f"user {name}: queues {name}.* only, reads cronhooks.events; password (shown once):")
+    print(password)
     return 0
 
 

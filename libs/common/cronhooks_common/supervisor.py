@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 import time
+from datetime import UTC, datetime
+from pathlib import Path
 
 import aiohttp
 import structlog
@@ -91,16 +93,34 @@ async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bo
     return 0
 
 
-async def _print_quick_start(settings: Settings, demo_agent_port: int | None) -> None:
+# `make up` keeps the admin token it made here (mode 0600, beside .env) and reuses it while
+# it is live, instead of minting another non-expiring token at every start.
+TOKEN_FILE = Path(".cronhooks-admin-token")
+
+
+async def quick_start_token(settings: Settings, path: Path = TOKEN_FILE) -> str:
+    """The token of earlier `make up` runs if it is still live, else a new one (saved)."""
     import asyncpg
 
-    from cronhooks_admin.auth import create_token
+    from cronhooks_admin.auth import create_token, token_is_live
 
+    saved = path.read_text().strip() if path.is_file() else ""
     conn = await asyncpg.connect(settings.database_url)
     try:
+        if saved and await token_is_live(conn, saved, now=datetime.now(UTC)):
+            return saved
         token = await create_token(conn, "make-up")
     finally:
         await conn.close()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(token + "\n")
+    os.chmod(path, 0o600)  # also when the file was there before with wider permissions
+    return token
+
+
+async def _print_quick_start(settings: Settings, demo_agent_port: int | None) -> None:
+    token = await quick_start_token(settings)
     graphql = f"{settings.public_url}/graphql"
     agent = (
         f"http://{settings.bind}:{demo_agent_port}/webhook"

@@ -87,7 +87,7 @@ def add_graphql_routes(
 ) -> None:
     explorer = ExplorerGraphiQL(title="cronhooks admin GraphQL").html(None)
     ariadne_logger = silence_ariadne_logger()
-    authenticate = Authenticator(pool)
+    authenticate = Authenticator(pool, clock=clock)
 
     async def explorer_page(_: web.Request) -> web.Response:
         return web.Response(text=explorer, content_type="text/html")
