@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 
 # A random CRONHOOKS_SECRET_KEY on first use; loopback agents allowed for local work.
 .env:
-	@umask 077 && $(PYTHON) -c 'import secrets; print("# written by make on first use; keep it secret\nCRONHOOKS_SECRET_KEY=" + secrets.token_hex(32) + "\n# the demo agent listens on loopback\nCRONHOOKS_ALLOW_PRIVATE_TARGETS=true")' > $@
+	@umask 077 && $(PYTHON) -c 'import secrets; print("# written by make on first use; keep it secret\nCRONHOOKS_SECRET_KEY=" + secrets.token_hex(32) + "\n# the demo agent listens on loopback\nCRONHOOKS_ALLOW_PRIVATE_TARGETS=true\n# docker compose: the RabbitMQ password of its broker\nBROKER_PASSWORD=" + secrets.token_urlsafe(24))' > $@
 	@chmod 600 $@
 	@echo "wrote .env with a new CRONHOOKS_SECRET_KEY (mode 0600)"
 

@@ -76,6 +76,42 @@ def test_published_ports_match_the_contract(compose) -> None:  # type: ignore[no
     assert "8081:8081" in ports["importer"]
 
 
+def test_no_fixed_broker_password_no_open_dashboard_no_inherited_ssrf_switch(compose) -> None:  # type: ignore[no-untyped-def]
+    """CONTRACT §15: compose publishes no broker port with a fixed password; the loopback
+    switch `make up` writes into .env does not turn the SSRF guard off for Docker."""
+    broker = compose["services"]["rabbitmq"]
+    assert broker["environment"]["RABBITMQ_DEFAULT_PASS"].startswith("${BROKER_PASSWORD:?")
+    for published in broker.get("ports", []):
+        assert published.startswith("127.0.0.1:"), published
+    for name, service in compose["services"].items():
+        env = service.get("environment", {})
+        if "CRONHOOKS_AMQP_URL" in env:
+            assert "${BROKER_PASSWORD:?" in env["CRONHOOKS_AMQP_URL"], name
+        if "CRONHOOKS_ALLOW_PRIVATE_TARGETS" in env:
+            assert "CRONHOOKS_ALLOW_PRIVATE_TARGETS" not in env["CRONHOOKS_ALLOW_PRIVATE_TARGETS"]
+            assert _interpolate(env["CRONHOOKS_ALLOW_PRIVATE_TARGETS"]) == "false"
+
+
+def test_every_service_has_a_readiness_healthcheck(compose) -> None:  # type: ignore[no-untyped-def]
+    for name, service in compose["services"].items():
+        if service.get("command", [None])[0] == "run":
+            [check] = [" ".join(service["healthcheck"]["test"])]
+            port = Settings.from_mapping({"CRONHOOKS_SECRET_KEY": "x" * 40}).port_of(name)
+            assert f"127.0.0.1:{port}/readyz" in check, name
+
+
+def test_make_env_writes_what_compose_needs(tmp_path: Path) -> None:
+    makefile = tmp_path / "Makefile"
+    makefile.write_text((ROOT / "Makefile").read_text())
+    (tmp_path / "pyproject.toml").write_text("")
+    subprocess.run(["make", "-s", ".env"], cwd=tmp_path, check=True, capture_output=True)
+    env = tmp_path / ".env"
+    assert oct(env.stat().st_mode & 0o777) == "0o600"
+    keys = {line.split("=", 1)[0] for line in env.read_text().splitlines() if "=" in line}
+    assert {"CRONHOOKS_SECRET_KEY", "BROKER_PASSWORD"} <= keys
+    Settings.from_env({}, env_file=env)  # and the services still accept it
+
+
 def test_wheel_carries_migrations_and_schema(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
