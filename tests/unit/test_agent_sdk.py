@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +29,7 @@ from cronhooks_agent import (
     verify_webhook,
 )
 from cronhooks_agent.answers import content_hash
+from cronhooks_agent.fire import LEEWAY_SECONDS
 from cronhooks_common.keys import public_jwk
 from cronhooks_common.signing import SecretKeys, generate_secret, signature_headers
 
@@ -153,7 +156,7 @@ def fire_claims(**overrides: Any) -> dict[str, Any]:
         "iat": now,
         "nbf": now,
         "exp": now + 60,
-        "jti": "1",
+        "jti": uuid.uuid4().hex,  # as the platform does: a fresh one per token
     }
     return {**claims, **overrides}
 
@@ -232,3 +235,134 @@ async def test_the_fire_handler_wants_the_token_for_the_bodys_fire_at(tmp_path: 
             assert await fire(fire_claims(), {"job_id": "j", "fire_at": at}) == 202
     await asyncio.sleep(0)  # the job runs in the background
     assert ran == [("j", at)]
+
+
+# --- each fire token is accepted once (CONTRACT §15 "Replays") ---------------------------
+
+
+@asynccontextmanager
+async def fire_endpoints(
+    tmp_path: Path, replicas: int = 1
+) -> AsyncIterator[tuple[Callable[..., Any], list[TestClient], list[tuple[str, str]]]]:
+    """`replicas` agents, each with its own FireVerifier, sharing one claim store; yields
+    a token maker, their clients and the runs."""
+    private = PRIVATE_KEYS["ES256"]()
+    ran: list[tuple[str, str]] = []
+
+    async def run(job_id: str, fire_at: str) -> None:
+        ran.append((job_id, fire_at))
+
+    def token(**claims: Any) -> str:
+        return jwt.encode(fire_claims(**claims), private, algorithm="ES256", headers={"kid": "k"})
+
+    store = SqliteClaimStore(tmp_path / "claims.db")
+    async with contextlib.AsyncExitStack() as stack:
+        clients = []
+        for _ in range(replicas):
+            verifier = await stack.enter_async_context(
+                jwks_at([public_jwk(private, kid="k", algorithm="ES256")])
+            )
+            app = web.Application()
+            handler = fire_handler(verifier=verifier, store=store, run=run)
+            app.router.add_post("/api/cron/fire", handler)
+            clients.append(
+                await stack.enter_async_context(TestClient(TestServer(app, host="127.0.0.1")))
+            )
+        yield token, clients, ran
+
+
+async def present(client: TestClient, token: str, fire_at: str | None = None) -> tuple[int, Any]:
+    body = {"job_id": "j", "fire_at": fire_at or fire_claims()["fire_at"]}
+    resp = await client.post(
+        "/api/cron/fire", json=body, headers={"Authorization": f"Bearer {token}"}
+    )
+    return resp.status, await resp.json()
+
+
+async def test_a_token_presented_again_is_refused_a_fresh_one_is_not(tmp_path: Path) -> None:
+    async with fire_endpoints(tmp_path) as (token, [client], ran):
+        first = token()
+        assert (await present(client, first))[0] == 202
+        status, answer = await present(client, first)
+        assert status == 401 and "presented before" in answer["error"]
+        # The platform's retry of the same fire is a fresh JWT: accepted, and the claim
+        # store keeps the job from running twice.
+        assert (await present(client, token()))[0] == 202
+        # Two copies arriving together: exactly one gets through.
+        twin = token()
+        both = await asyncio.gather(present(client, twin), present(client, twin))
+        statuses = sorted(status for status, _ in both)
+        assert statuses == [202, 401]
+    await asyncio.sleep(0)  # the job runs in the background
+    assert ran == [("j", fire_claims()["fire_at"])]
+
+
+async def test_a_token_refused_for_its_body_is_not_used_up(tmp_path: Path) -> None:
+    async with fire_endpoints(tmp_path) as (token, [client], _):
+        once = token()
+        assert (await present(client, once, fire_at="2027-01-01T00:00:00Z"))[0] == 401
+        assert (await present(client, once))[0] == 202
+        assert (await present(client, once))[0] == 401
+
+
+async def test_replicas_each_accept_the_token_once_and_run_the_job_once(
+    tmp_path: Path,
+) -> None:
+    async with fire_endpoints(tmp_path, replicas=2) as (token, [one, two], ran):
+        fire = token()
+        assert (await present(one, fire))[0] == 202
+        assert (await present(two, fire))[0] == 202  # its own record: never seen there
+        assert (await present(one, fire))[0] == 401
+        assert (await present(two, fire))[0] == 401
+    await asyncio.sleep(0)
+    assert len(ran) == 1
+
+
+def offline_verifier(**kw: Any) -> FireVerifier:
+    # accept_once needs no JWKS: PyJWKClient fetches nothing until a token is verified.
+    return FireVerifier(
+        jwks_url="http://127.0.0.1:9/jwks.json", audience="agent:unit", issuer=ISSUER, **kw
+    )
+
+
+def test_accepted_jtis_are_forgotten_once_their_token_has_expired() -> None:
+    verifier = offline_verifier()
+    now = time.time()
+    verifier.accept_once({"jti": "old", "exp": now - LEEWAY_SECONDS - 1})
+    verifier.accept_once({"jti": "new", "exp": now + 60})
+    assert verifier.remembered == 1  # "old" could not be verified any more: forgotten
+    with pytest.raises(FireAuthError, match="presented before"):
+        verifier.accept_once({"jti": "new", "exp": now + 60})
+    # Within the leeway a token still verifies, so its jti is still remembered.
+    verifier.accept_once({"jti": "late", "exp": now - LEEWAY_SECONDS + 30})
+    with pytest.raises(FireAuthError, match="presented before"):
+        verifier.accept_once({"jti": "late", "exp": now - LEEWAY_SECONDS + 30})
+
+
+def test_the_record_is_bounded_dropping_the_soonest_to_expire() -> None:
+    verifier = offline_verifier(max_remembered=3)
+    now = time.time()
+    for index, jti in enumerate("abcd"):
+        verifier.accept_once({"jti": jti, "exp": now + 60 + index})
+    assert verifier.remembered == 3
+    for jti in "bcd":
+        with pytest.raises(FireAuthError):
+            verifier.accept_once({"jti": jti, "exp": now + 60})
+    verifier.accept_once({"jti": "a", "exp": now + 60})  # dropped to make room for "d"
+
+
+@pytest.mark.parametrize(
+    "claims", [{"exp": 2_000_000_000}, {"jti": "", "exp": 2_000_000_000}, {"jti": "x"}]
+)
+def test_accept_once_wants_a_jti_and_an_exp(claims: dict[str, Any]) -> None:
+    with pytest.raises(FireAuthError):
+        offline_verifier().accept_once(claims)
+
+
+async def test_a_token_without_jti_does_not_verify() -> None:
+    private = PRIVATE_KEYS["ES256"]()
+    claims = {k: v for k, v in fire_claims().items() if k != "jti"}
+    token = jwt.encode(claims, private, algorithm="ES256", headers={"kid": "k"})
+    async with jwks_at([public_jwk(private, kid="k", algorithm="ES256")]) as verifier:
+        with pytest.raises(FireAuthError, match="jti"):
+            await verifier.verify(token)
