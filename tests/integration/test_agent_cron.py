@@ -341,8 +341,13 @@ async def test_two_replicas_sharing_a_claim_store_run_once(
 ) -> None:  # type: ignore[no-untyped-def]
     r, admin, clock = system
     one, token, _ = await make_agent(r, admin, settings, tmp_path, "inst-r")
-    two = await SdkAgent(
-        verifier=one.verifier, store=SqliteClaimStore(tmp_path / "inst-r.db")
+    two = await SdkAgent(  # another process: a verifier of its own, the claim store shared
+        verifier=FireVerifier(
+            jwks_url=f"{r.urls['admin-api']}/.well-known/jwks.json",
+            audience="agent:inst-r",
+            issuer=settings.public_url,
+        ),
+        store=SqliteClaimStore(tmp_path / "inst-r.db"),
     ).start()
     await api(r, token, "POST", "provision", {"job_id": "once", "fire_at": clock.now().isoformat()})
     await one.wait_runs(1)
@@ -362,7 +367,9 @@ async def test_two_replicas_sharing_a_claim_store_run_once(
                 return resp.status
 
         statuses = await asyncio.gather(replay(one), replay(two), replay(two))
-    assert statuses == [202, 202, 202]
+    # A token seen before is refused (one saw it; two sees it twice, accepting it once); the
+    # replica that accepts it finds the job claimed already and does not run it again.
+    assert statuses[0] == 401 and sorted(statuses[1:]) == [202, 401]
     await asyncio.sleep(0.2)
     assert len(one.runs) + len(two.runs) == 1
     await one.stop()
