@@ -404,3 +404,34 @@ async def test_graphql_errors_401_and_bad_arguments(system) -> None:  # type: ig
     assert status == 400 and body["errors"][0]["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED"
     status, body = await call(r, "POST", "/graphql", token, raw=b"{nope")
     assert status == 400
+
+
+async def test_a_narrow_listing_reads_only_what_it_may_show(settings: Settings, pool: asyncpg.Pool) -> None:
+    """Listing filters in SQL: with 500 notes under the prefix and a token that may read
+    three of them, three rows leave the database (not 500 to be filtered in Python)."""
+    from cronhooks_common.clock import SystemClock
+    from cronhooks_importer.agent_notes import AgentNotes
+    from cronhooks_importer.callers import Caller
+
+    await pool.execute(
+        """insert into importer.notes (path, content, content_hash, version, depth, updated_at,
+        updated_by) select 'n/' || i || '.md', 'x', 'h', 1, 0, now(), 'test'
+        from generate_series(1, 500) as i"""
+    )
+    fetched: list[int] = []
+
+    class Counting:
+        async def fetch(self, *args: Any) -> list[asyncpg.Record]:
+            rows = await pool.fetch(*args)
+            fetched.append(len(rows))
+            return rows
+
+    caller = Caller(
+        subject="webhook:1", delivery_id=None, depth=1, max_depth=1,
+        read_patterns=(("n/1*.md", "n/2.md"), ("n/1.md", "n/10.md", "n/2.md", "n/3.md")),
+        write_patterns=(), stage_owner="t", expires_at=None,
+    )
+    notes = AgentNotes(pool=Counting(), clock=SystemClock())  # type: ignore[arg-type]
+    rows = await notes.readable(caller, "n/*")
+    assert [r["path"] for r in rows] == ["n/1.md", "n/10.md", "n/2.md"]
+    assert fetched == [3]

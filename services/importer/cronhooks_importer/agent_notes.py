@@ -21,7 +21,7 @@ import asyncpg
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.events import Causation
-from cronhooks_common.globs import like_prefix, matches_any
+from cronhooks_common.globs import glob_to_regex, like_prefix
 from cronhooks_importer.callers import Caller
 from cronhooks_importer.imports import BATCHES, apply_batch, too_deep, verdict
 from cronhooks_importer.rules import (
@@ -51,16 +51,22 @@ class AgentNotes:
     # --- reads ---------------------------------------------------------------------------
 
     async def readable(self, caller: Caller, pattern: str) -> list[asyncpg.Record]:
-        """Notes matching `pattern` that the caller may read, by path (at most 10,000)."""
-        rows = await self.pool.fetch(
+        """Notes matching `pattern` that the caller may read, by path (at most 10,000).
+        Filtered in SQL: the prefix narrows by index, the globs become regexes, so rows
+        the caller may not read never leave the database."""
+        # one condition per set of read patterns: a path must match one pattern of each
+        sets = [[glob_to_regex(p) for p in patterns] for patterns in caller.read_patterns]
+        readable = "".join(f" and path ~ any(${n + 4}::text[])" for n in range(len(sets)))
+        rows: list[asyncpg.Record] = await self.pool.fetch(
             "select path, content_hash, version, updated_at from importer.notes"
-            " where path like $1 and not removed order by path",
+            f" where path like $1 and path ~ $2 and not removed{readable}"
+            " order by path limit $3",
             like_prefix(pattern),
+            glob_to_regex(pattern),
+            MAX_LISTED,
+            *sets,
         )
-        visible = [
-            r for r in rows if matches_any(r["path"], (pattern,)) and caller.may_read(r["path"])
-        ]
-        return visible[:MAX_LISTED]
+        return rows
 
     async def get(self, path: str) -> asyncpg.Record | None:
         """The note at `path` (the caller's read patterns are checked by the route)."""
