@@ -20,6 +20,7 @@ from aiohttp import web
 from cronhooks_common import broker, db
 from cronhooks_common.cli import SERVICES
 from cronhooks_common.clock import Clock
+from cronhooks_common.http_limits import make_runner
 from cronhooks_common.ops import add_ops_routes
 from cronhooks_common.relay import OutboxRelay
 from cronhooks_common.service import Runtime
@@ -63,7 +64,7 @@ async def running(
             add_ops_routes(runtime.http, pool=pool, amqp=amqp)
             service = await importlib.import_module(SERVICES[name]).bootstrap(runtime)
             await service.start()
-            runner = web.AppRunner(runtime.http, access_log=None)
+            runner = make_runner(runtime.http)  # the server of `cronhooks run`
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from cronhooks_common import broker, db
 from cronhooks_common.clock import Clock, SystemClock
+from cronhooks_common.http_limits import make_runner
 from cronhooks_common.ops import add_ops_routes
 from cronhooks_common.relay import OutboxRelay
 from cronhooks_common.settings import Settings
@@ -68,7 +69,7 @@ async def serve(name: str, settings: Settings, bootstrap: Bootstrap) -> None:
     relay = asyncio.create_task(OutboxRelay(dsn=settings.database_url, amqp=amqp, name=name).run())
     service = await bootstrap(runtime)
     await service.start()
-    runner = web.AppRunner(runtime.http, access_log=None, shutdown_timeout=DRAIN_SECONDS)
+    runner = make_runner(runtime.http, shutdown_timeout=DRAIN_SECONDS)
     await runner.setup()
     await web.TCPSite(runner, settings.bind, settings.port_of(name)).start()
     log.info("service_started", port=settings.port_of(name))

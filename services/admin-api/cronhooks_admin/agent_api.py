@@ -25,6 +25,7 @@ from aiohttp import web
 from cronhooks_admin.agents import AgentIdentity, Agents, InvalidClient, agent_for_token
 from cronhooks_admin.validation import InputError
 from cronhooks_common.clock import Clock
+from cronhooks_common.http_limits import AGENT_CRON_BODY_BYTES, BodyRefused, read_body
 from cronhooks_common.keys import published_jwks
 
 Handler = Callable[[web.Request, AgentIdentity], Awaitable[web.Response]]
@@ -54,7 +55,9 @@ def add_agent_routes(
 
     async def body_of(request: web.Request) -> dict[str, Any]:
         try:
-            body = json.loads(await request.read())
+            body = json.loads(await read_body(request, AGENT_CRON_BODY_BYTES))
+        except BodyRefused as exc:
+            raise exc.http_error({"error": str(exc)}) from None
         except (ValueError, UnicodeDecodeError):
             raise InputError("body", "must be a JSON object") from None
         if not isinstance(body, dict):

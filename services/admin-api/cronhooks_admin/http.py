@@ -22,6 +22,7 @@ from cronhooks_admin.commands import Commands
 from cronhooks_admin.context import Context
 from cronhooks_common.clock import Clock
 from cronhooks_common.graphql_support import format_error, silence_ariadne_logger
+from cronhooks_common.http_limits import GRAPHQL_BODY_BYTES, BodyRefused, read_body
 
 log = structlog.get_logger(__name__)
 
@@ -97,7 +98,10 @@ def add_graphql_routes(
         if admin is None:
             return _error(401, "UNAUTHENTICATED", "a valid admin token is required (Bearer)")
         try:
-            data: Any = await request.json(loads=json.loads)
+            data: Any = json.loads(await read_body(request, GRAPHQL_BODY_BYTES))
+        except BodyRefused as exc:
+            body = {"errors": [{"message": str(exc), "extensions": {"code": exc.code}}]}
+            raise exc.http_error(body) from None
         except (ValueError, UnicodeDecodeError):
             return _error(400, "BAD_REQUEST", "request body must be JSON")
         if not isinstance(data, dict):

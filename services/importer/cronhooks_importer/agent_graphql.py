@@ -33,11 +33,11 @@ from cronhooks_common.graphql_support import (
     format_error,
     silence_ariadne_logger,
 )
+from cronhooks_common.http_limits import TOKEN_API_BODY_BYTES, BodyRefused, read_body
 from cronhooks_common.paths import path_problem
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
 from cronhooks_importer.callers import Caller, Callers, Unauthorized
 
-MAX_REQUEST_BYTES = 24 << 20
 MAX_ERRORS_IN_MESSAGE = 5
 
 query = QueryType()
@@ -184,11 +184,11 @@ def add_agent_graphql(app: web.Application, *, notes: AgentNotes, callers: Calle
             caller = await callers.of(request)
         except Unauthorized as exc:
             return _errors(401, "UNAUTHENTICATED", str(exc))
-        if request.content_length is not None and request.content_length > MAX_REQUEST_BYTES:
-            too_large = f"request body is larger than {MAX_REQUEST_BYTES} bytes"
-            return _errors(413, "PAYLOAD_TOO_LARGE", too_large)
         try:
-            data: Any = json.loads(await request.read())
+            data: Any = json.loads(await read_body(request, TOKEN_API_BODY_BYTES))
+        except BodyRefused as exc:
+            body = {"errors": [{"message": str(exc), "extensions": {"code": exc.code}}]}
+            raise exc.http_error(body) from None
         except (ValueError, UnicodeDecodeError):
             return _errors(400, "BAD_REQUEST", "request body must be JSON")
         if not isinstance(data, dict):

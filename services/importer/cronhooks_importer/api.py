@@ -24,6 +24,7 @@ from aiohttp import web
 
 from cronhooks_common.clock import iso
 from cronhooks_common.globs import pattern_problem
+from cronhooks_common.http_limits import TOKEN_API_BODY_BYTES, BodyRefused, read_body
 from cronhooks_common.paths import path_problem
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
 from cronhooks_importer.callers import Caller, Callers, Unauthorized
@@ -31,7 +32,6 @@ from cronhooks_importer.rules import CONFLICT, FORBIDDEN, INVALID, MISSING, TOO_
 
 log = structlog.get_logger(__name__)
 
-MAX_REQUEST_BYTES = 24 << 20
 # Which status answers a rejected batch, by the kinds of its errors (first match wins).
 STATUS_BY_KIND = (
     (INVALID, 400),
@@ -123,10 +123,10 @@ def add_token_api(app: web.Application, *, notes: AgentNotes, callers: Callers) 
 
     async def push_notes(request: web.Request) -> web.Response:
         who = await caller(request)
-        if request.content_length is not None and request.content_length > MAX_REQUEST_BYTES:
-            return _error(413, f"request body is larger than {MAX_REQUEST_BYTES} bytes")
         try:
-            body: Any = json.loads(await request.read())
+            body: Any = json.loads(await read_body(request, TOKEN_API_BODY_BYTES))
+        except BodyRefused as exc:
+            raise exc.http_error({"error": str(exc)}) from None
         except (ValueError, UnicodeDecodeError):
             return _error(400, "request body must be JSON")
         if not isinstance(body, dict) or "changes" not in body:
