@@ -13,6 +13,13 @@ from cronhooks_admin.agents import Agents
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.commands import Commands
 from cronhooks_common.clock import Clock
+from cronhooks_common.graphql_limits import Budget, ListCost
+
+# nextRuns(count: Int = 5): count from 0 to 100 per selection, 10,000 values per request
+# (CONTRACT §15), checked from the document before validation and charged as resolved.
+NEXT_RUNS = ListCost(
+    field="nextRuns", argument="count", default=5, maximum=100, limit=10_000, noun="nextRuns values"
+)
 
 
 class AttemptsLoader(DataLoader[int, list[dict[str, Any]]]):
@@ -141,8 +148,10 @@ class Context:
     attempts: AttemptsLoader = field(init=False)
     failures: FailuresLoader = field(init=False)
     stats: StatsLoader = field(init=False)
+    next_runs: Budget = field(init=False)
 
     def __post_init__(self) -> None:
+        self.next_runs = Budget(NEXT_RUNS)
         self.attempts = AttemptsLoader(self.pool)
         self.failures = FailuresLoader(self.pool)
         self.stats = StatsLoader(self.pool, self.clock)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
-from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -13,63 +11,18 @@ import structlog
 from aiohttp import web
 from ariadne import graphql
 from ariadne.explorer import ExplorerGraphiQL
-from graphql import DocumentNode, GraphQLError, GraphQLSchema, parse, validate
-from graphql.validation import ASTValidationRule
+from graphql import GraphQLSchema
 
 from cronhooks_admin.agents import Agents
 from cronhooks_admin.auth import Authenticator
 from cronhooks_admin.commands import Commands
-from cronhooks_admin.context import Context
+from cronhooks_admin.context import NEXT_RUNS, Context
 from cronhooks_common.clock import Clock
-from cronhooks_common.graphql_support import format_error, silence_ariadne_logger
+from cronhooks_common.graphql_limits import Documents, LimitedRequest
+from cronhooks_common.graphql_support import silence_ariadne_logger
 from cronhooks_common.http_limits import GRAPHQL_BODY_BYTES, BodyRefused, read_body
 
 log = structlog.get_logger(__name__)
-
-
-@lru_cache(maxsize=512)
-def _parse(query: str) -> DocumentNode:
-    return parse(query)
-
-
-def parse_cached(_: Any, data: dict[str, Any]) -> DocumentNode:
-    """Parse each distinct query text once (clients send the same few operations)."""
-    query = data.get("query")
-    if not isinstance(query, str):
-        raise GraphQLError("the request needs a 'query' string")
-    return _parse(query)
-
-
-def parsed_or_none(data: dict[str, Any]) -> DocumentNode | None:
-    """The request's document if it parses (graphql() reports why when it does not)."""
-    try:
-        return parse_cached(None, data)
-    except GraphQLError:
-        return None
-
-
-def validate_cached(
-    schema: GraphQLSchema,
-    document_ast: DocumentNode,
-    rules: Collection[type[ASTValidationRule]] | None = None,
-    max_errors: int | None = None,
-    type_info: Any = None,
-) -> list[GraphQLError]:
-    """Validate each parsed (cached, so identical) document once."""
-    entry = _VALIDATED.get(id(document_ast))
-    if entry is not None and entry[0] is document_ast:
-        return entry[1]
-    errors = validate(schema, document_ast, rules, max_errors)
-    if len(_VALIDATED) > 1024:
-        _VALIDATED.clear()
-    _VALIDATED[id(document_ast)] = (document_ast, errors)
-    return errors
-
-
-# id(document) → (the document, its validation errors); the document is kept so that a
-# reused id can never match a different document.
-_VALIDATED: dict[int, tuple[DocumentNode, list[GraphQLError]]] = {}
-
 
 def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response(
@@ -89,6 +42,7 @@ def add_graphql_routes(
     explorer = ExplorerGraphiQL(title="cronhooks admin GraphQL").html(None)
     ariadne_logger = silence_ariadne_logger()
     authenticate = Authenticator(pool, clock=clock)
+    documents = Documents(costs=[NEXT_RUNS])
 
     async def explorer_page(_: web.Request) -> web.Response:
         return web.Response(text=explorer, content_type="text/html")
@@ -107,17 +61,22 @@ def add_graphql_routes(
         if not isinstance(data, dict):
             return _error(400, "BAD_REQUEST", "request body must be a JSON object")
         context = Context(admin=admin, pool=pool, commands=commands, clock=clock, agents=agents)
+        limited = LimitedRequest(documents)
         with structlog.contextvars.bound_contextvars(actor=admin.actor):
             success, result = await graphql(
                 schema,
                 data,
                 context_value=context,
                 debug=False,
-                query_parser=parse_cached,
-                query_validator=validate_cached,
-                error_formatter=partial(format_error, document=parsed_or_none(data)),
+                query_parser=limited.query_parser,
+                query_validator=documents.validate,
+                error_formatter=limited.format_error,
                 logger=ariadne_logger,
             )
+        if context.next_runs.refused:
+            # Lists multiplied nextRuns past the budget: the answer is that one refusal,
+            # not a copy of it for every webhook after the budget ran out.
+            result = {"errors": [limited.format_error(NEXT_RUNS.refusal())]}
         return web.json_response(result, status=200 if success or "data" in result else 400)
 
     page = (Path(__file__).parent / "static" / "index.html").read_text()

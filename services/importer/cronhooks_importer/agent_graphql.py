@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,11 @@ from ariadne import (
     load_schema_from_path,
     make_executable_schema,
 )
-from graphql import DocumentNode, GraphQLError, GraphQLResolveInfo, GraphQLSchema, parse
+from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
 
 from cronhooks_common.globs import pattern_problem
-from cronhooks_common.graphql_support import (
-    bad_input,
-    datetime_scalar,
-    format_error,
-    silence_ariadne_logger,
-)
+from cronhooks_common.graphql_limits import Documents, LimitedRequest
+from cronhooks_common.graphql_support import bad_input, datetime_scalar, silence_ariadne_logger
 from cronhooks_common.http_limits import TOKEN_API_BODY_BYTES, BodyRefused, read_body
 from cronhooks_common.paths import path_problem
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
@@ -178,6 +173,7 @@ def _errors(status: int, code: str, message: str) -> web.Response:
 def add_agent_graphql(app: web.Application, *, notes: AgentNotes, callers: Callers) -> None:
     schema = build_agent_schema()
     ariadne_logger = silence_ariadne_logger()
+    documents = Documents()
 
     async def execute(request: web.Request) -> web.Response:
         try:
@@ -193,25 +189,18 @@ def add_agent_graphql(app: web.Application, *, notes: AgentNotes, callers: Calle
             return _errors(400, "BAD_REQUEST", "request body must be JSON")
         if not isinstance(data, dict):
             return _errors(400, "BAD_REQUEST", "request body must be a JSON object")
-        document = _document(data)
+        limited = LimitedRequest(documents)
         success, result = await graphql(
             schema,
             data,
             context_value=AgentContext(caller, notes),
             debug=False,
-            # parsed once: ariadne parses again only what did not parse (to report why)
-            query_parser=None if document is None else lambda *_: document,
-            error_formatter=partial(format_error, document=document),
+            query_parser=limited.query_parser,  # the limits of CONTRACT §15, then a cache
+            query_validator=documents.validate,
+            error_formatter=limited.format_error,
             logger=ariadne_logger,
         )
         return web.json_response(result, status=200 if success or "data" in result else 400)
 
     app.router.add_post("/graphql", execute)
 
-
-def _document(data: dict[str, Any]) -> DocumentNode | None:
-    """The parsed query (None if it does not parse)."""
-    try:
-        return parse(data["query"]) if isinstance(data.get("query"), str) else None
-    except GraphQLError:
-        return None
