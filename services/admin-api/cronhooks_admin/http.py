@@ -1,8 +1,10 @@
-"""HTTP routes of admin-api: POST /graphql (Bearer admin token), GET /graphql (explorer)."""
+"""HTTP routes of admin-api: POST /graphql (Bearer admin token), GET /graphql (GraphiQL),
+GET / (the admin web page) and GET /static/… (their scripts, styles and GraphiQL itself)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,6 @@ import asyncpg
 import structlog
 from aiohttp import web
 from ariadne import graphql
-from ariadne.explorer import ExplorerGraphiQL
 from graphql import GraphQLSchema
 
 from cronhooks_admin.agents import Agents
@@ -23,6 +24,32 @@ from cronhooks_common.graphql_support import silence_ariadne_logger
 from cronhooks_common.http_limits import GRAPHQL_BODY_BYTES, BodyRefused, read_body
 
 log = structlog.get_logger(__name__)
+
+STATIC = Path(__file__).parent / "static"
+
+# CONTRACT §15 "Headers": the admin page and GraphiQL run scripts from this origin only
+# (no inline script, no CDN: GraphiQL is vendored), talk to this origin only, and may not
+# be framed. GraphiQL's CSS carries its fonts as data: URLs.
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "font-src 'self' data:",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "form-action 'self'",
+        "base-uri 'none'",
+        "frame-ancestors 'none'",
+    )
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
 
 def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response(
@@ -39,13 +66,9 @@ def add_graphql_routes(
     agents: Agents,
     clock: Clock,
 ) -> None:
-    explorer = ExplorerGraphiQL(title="cronhooks admin GraphQL").html(None)
     ariadne_logger = silence_ariadne_logger()
     authenticate = Authenticator(pool, clock=clock)
     documents = Documents(costs=[NEXT_RUNS])
-
-    async def explorer_page(_: web.Request) -> web.Response:
-        return web.Response(text=explorer, content_type="text/html")
 
     async def execute(request: web.Request) -> web.Response:
         admin = await authenticate(request.headers.get("Authorization"))
@@ -79,12 +102,33 @@ def add_graphql_routes(
             result = {"errors": [limited.format_error(NEXT_RUNS.refusal())]}
         return web.json_response(result, status=200 if success or "data" in result else 400)
 
-    page = (Path(__file__).parent / "static" / "index.html").read_text()
-
-    async def web_page(_: web.Request) -> web.Response:
-        # The page itself is public; everything it shows comes from /graphql with the token.
-        return web.Response(text=page, content_type="text/html")
-
-    app.router.add_get("/", web_page)
-    app.router.add_get("/graphql", explorer_page)
+    # The pages are public; everything they show comes from POST /graphql with the token.
+    app.router.add_get("/", _page("index.html"))
+    app.router.add_get("/graphql", _page("graphiql.html"))
+    app.router.add_get("/static/{name:.+}", _static_files())
     app.router.add_post("/graphql", execute)
+
+
+def _page(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    html = (STATIC / name).read_text()
+
+    async def page(_: web.Request) -> web.Response:
+        return web.Response(text=html, content_type="text/html", headers=SECURITY_HEADERS)
+
+    return page
+
+
+def _static_files() -> Callable[[web.Request], Awaitable[web.FileResponse]]:
+    """The files under static/, looked up by name among those there at start (so no path
+    can lead outside it); revalidated on each use (Last-Modified), as they change with
+    releases."""
+    files = {p.relative_to(STATIC).as_posix(): p for p in STATIC.rglob("*") if p.is_file()}
+    headers = {**SECURITY_HEADERS, "Cache-Control": "no-cache"}
+
+    async def static_file(request: web.Request) -> web.FileResponse:
+        path = files.get(request.match_info["name"])
+        if path is None:
+            raise web.HTTPNotFound()
+        return web.FileResponse(path, headers=headers)
+
+    return static_file

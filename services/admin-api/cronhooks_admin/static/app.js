@@ -1,0 +1,216 @@
+// The admin page's script, served as a file: the page's CSP allows scripts from the
+// same origin only, none inline.
+"use strict";
+const $ = (sel, root = document) => root.querySelector(sel);
+let token = sessionStorage.getItem("cronhooks-token") || "";
+let historyFor = null, historyTimer = null;
+
+async function gql(query, variables = {}) {
+  const resp = await fetch("/graphql", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "Authorization": "Bearer " + token },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await resp.json().catch(() => ({ errors: [{ message: "HTTP " + resp.status }] }));
+  if (resp.status === 401) { signOut(); throw new Error("your token is not valid"); }
+  return body;
+}
+
+function text(value) { return value === null || value === undefined ? "" : String(value); }
+function when(iso) { return iso ? new Date(iso).toLocaleString() : "—"; }
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "onclick") node.addEventListener("click", v); else node.setAttribute(k, v);
+  }
+  for (const child of children) node.append(child instanceof Node ? child : text(child));
+  return node;
+}
+
+function signOut() {
+  sessionStorage.removeItem("cronhooks-token"); token = "";
+  $("#app").classList.add("hidden"); $("#login-panel").classList.remove("hidden"); $("#logout").classList.add("hidden");
+}
+
+async function signIn() {
+  token = $("#token").value.trim();
+  $("#login-error").textContent = "";
+  try {
+    const body = await gql("{ cronWebhooks { id } }");
+    if (body.errors) throw new Error(body.errors[0].message);
+    sessionStorage.setItem("cronhooks-token", token);
+    $("#login-panel").classList.add("hidden"); $("#app").classList.remove("hidden"); $("#logout").classList.remove("hidden");
+    await loadWebhooks();
+  } catch (err) { $("#login-error").textContent = err.message; }
+}
+
+const LIST = `{ cronWebhooks { id url cronSchedule timezone description enabled nextRunAt
+  lastDeliveryStatus disabledReason stats { last7d { total successRate } } } }`;
+
+async function loadWebhooks() {
+  const body = await gql(LIST);
+  if (body.errors) { $("#list-error").textContent = body.errors[0].message; return; }
+  const tbody = $("#webhooks tbody"); tbody.replaceChildren();
+  for (const w of body.data.cronWebhooks) {
+    const rate = w.stats.last7d.successRate;
+    tbody.append(el("tr", { "data-id": w.id },
+      el("td", {}, w.id),
+      el("td", {}, el("div", {}, w.url), el("div", { class: "muted" }, w.description)),
+      el("td", {}, w.cronSchedule, el("div", { class: "muted" }, w.timezone)),
+      el("td", {}, when(w.nextRunAt)),
+      el("td", { class: "status-" + (w.lastDeliveryStatus || "none") }, w.lastDeliveryStatus || "—"),
+      el("td", {}, rate === null ? "—" : Math.round(rate * 100) + "% of " + w.stats.last7d.total),
+      el("td", {}, w.enabled ? "active" : "paused", w.disabledReason ? el("div", { class: "muted" }, w.disabledReason) : ""),
+      el("td", { class: "row-actions" },
+        el("button", { class: "run-now", "data-id": w.id, onclick: () => runNow(w.id) }, "Run now"),
+        el("button", { class: "show-history", onclick: () => openHistory(w.id) }, "History"),
+        el("button", { class: "edit", onclick: () => openEditor(w.id) }, "Edit"),
+        el("button", { class: "toggle", onclick: () => setEnabled(w.id, !w.enabled) }, w.enabled ? "Pause" : "Resume"),
+        el("button", { class: "danger delete", onclick: () => remove(w.id) }, "Delete"))));
+  }
+}
+
+const FIELDS = ["url", "cronSchedule", "timezone", "description", "timeoutSeconds", "maxRetries", "maxDepth",
+  "misfireGraceSeconds", "readPatterns", "writePatterns", "concurrencyPolicy", "catchUpPolicy", "passApiKey",
+  "secret", "instruction"];
+const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds"]);
+const LISTS = new Set(["readPatterns", "writePatterns"]);
+
+function clearErrors() {
+  for (const node of document.querySelectorAll("[data-error-for]")) node.textContent = "";
+  $("#form-error").textContent = "";
+}
+
+async function openEditor(id) {
+  const form = $("#webhook-form"); form.reset(); clearErrors(); form.classList.remove("hidden");
+  $("#secret-notice").classList.add("hidden");
+  form.id.value = id || "";
+  $("#editor-title").textContent = id ? "Edit webhook " + id : "New webhook";
+  $("#secret-field").classList.toggle("hidden", Boolean(id));
+  if (id) {
+    const body = await gql(`query($id: Int!) { cronWebhook(id: $id) { ${FIELDS.filter(f => f !== "secret").join(" ")} } }`, { id });
+    const w = body.data.cronWebhook;
+    for (const f of FIELDS) {
+      if (f === "secret" || !(f in w)) continue;
+      const input = form.elements[f];
+      if (input.type === "checkbox") input.checked = w[f];
+      else input.value = LISTS.has(f) ? w[f].join(", ") : text(w[f]);
+    }
+  }
+  $("#editor").classList.remove("hidden");
+  form.url.focus();
+}
+
+function formInput() {
+  const form = $("#webhook-form"), input = {};
+  for (const f of FIELDS) {
+    const node = form.elements[f];
+    if (node.type === "checkbox") { input[f] = node.checked; continue; }
+    const value = node.value.trim();
+    if (value === "" && (f === "secret" || f === "timezone")) continue;
+    if (NUMBERS.has(f)) input[f] = value === "" ? null : Number(value);
+    else if (LISTS.has(f)) input[f] = value === "" ? [] : value.split(",").map(s => s.trim()).filter(Boolean);
+    else input[f] = value;
+  }
+  return input;
+}
+
+async function save(event) {
+  event.preventDefault(); clearErrors();
+  const form = $("#webhook-form"), id = form.id.value, input = formInput();
+  let body;
+  if (id) {
+    delete input.secret;
+    body = await gql(`mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) { cronWebhook { id } } }`,
+      { input: { id: Number(id), ...input } });
+  } else {
+    body = await gql(`mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) { cronWebhook { id } secret } }`,
+      { input });
+  }
+  if (body.errors) {
+    for (const err of body.errors) {
+      const field = err.extensions && err.extensions.field;
+      const slot = field && document.querySelector(`[data-error-for="${field}"]`);
+      (slot || $("#form-error")).textContent = err.message.replace(/^\w+: /, "");
+    }
+    return;
+  }
+  if (!id) {
+    const secret = body.data.createCronWebhook.secret;
+    const notice = $("#secret-notice");
+    notice.replaceChildren(el("strong", {}, "Webhook created. Its signing secret, shown only now: "),
+      el("code", { id: "new-secret" }, secret), " ",
+      el("button", { onclick: () => $("#editor").classList.add("hidden") }, "Done"));
+    notice.classList.remove("hidden");
+    form.classList.add("hidden");
+  } else {
+    $("#editor").classList.add("hidden");
+  }
+  await loadWebhooks();
+}
+
+async function setEnabled(id, enabled) {
+  await gql(`mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) { cronWebhook { id } } }`,
+    { input: { id, enabled } });
+  await loadWebhooks();
+}
+
+async function remove(id) {
+  if (!confirm("Delete webhook " + id + "? Its history stays readable.")) return;
+  await gql(`mutation($id: Int!) { deleteCronWebhook(id: $id) { id } }`, { id });
+  await loadWebhooks();
+}
+
+async function runNow(id) {
+  const body = await gql(`mutation($id: Int!) { triggerCronWebhook(webhookId: $id) { deliveryId } }`, { id });
+  if (body.errors) { alert(body.errors[0].message); return; }
+  await openHistory(id);
+}
+
+const HISTORY = `query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id, limit: 50) {
+  id status trigger scheduledFor attempt durationMs error
+  attempts { attempt requestBody responseStatus responseBody errorMessage durationMs startedAt } } }`;
+
+async function openHistory(id) {
+  historyFor = id;
+  $("#history-title").textContent = "Deliveries of webhook " + id;
+  $("#history-run").dataset.id = id;
+  $("#history").classList.remove("hidden");
+  $("#history").scrollIntoView();
+  await loadHistory();
+  clearInterval(historyTimer);
+  historyTimer = setInterval(loadHistory, 2000);
+}
+
+async function loadHistory() {
+  if (historyFor === null) return;
+  const body = await gql(HISTORY, { id: historyFor });
+  if (body.errors) return;
+  const tbody = $("#deliveries tbody"); tbody.replaceChildren();
+  for (const d of body.data.cronWebhookDeliveries) {
+    const details = el("tr", { class: "hidden attempt-details" }, el("td", { colspan: 7 },
+      ...d.attempts.map(a => el("div", {},
+        el("strong", {}, `Attempt ${a.attempt} · ${when(a.startedAt)} · ${a.durationMs} ms · HTTP ${text(a.responseStatus) || "—"}`),
+        a.errorMessage ? el("div", { class: "status-failed" }, a.errorMessage) : "",
+        el("div", { class: "muted" }, "Request"), el("pre", {}, a.requestBody),
+        el("div", { class: "muted" }, "Response"), el("pre", {}, text(a.responseBody))))));
+    tbody.append(
+      el("tr", { class: "delivery", "data-id": d.id, "data-status": d.status,
+                 onclick: () => details.classList.toggle("hidden") },
+        el("td", {}, d.id), el("td", { class: "status-" + d.status }, d.status), el("td", {}, d.trigger.toLowerCase()),
+        el("td", {}, when(d.scheduledFor)), el("td", {}, d.attempts.length),
+        el("td", {}, d.durationMs === null ? "—" : d.durationMs + " ms"), el("td", {}, text(d.error))),
+      details);
+  }
+}
+
+$("#login").addEventListener("click", signIn);
+$("#token").addEventListener("keydown", e => { if (e.key === "Enter") signIn(); });
+$("#logout").addEventListener("click", signOut);
+$("#refresh").addEventListener("click", loadWebhooks);
+$("#new-webhook").addEventListener("click", () => openEditor(null));
+$("#cancel").addEventListener("click", () => $("#editor").classList.add("hidden"));
+$("#webhook-form").addEventListener("submit", save);
+$("#history-close").addEventListener("click", () => { historyFor = null; clearInterval(historyTimer); $("#history").classList.add("hidden"); });
+$("#history-run").addEventListener("click", () => runNow(Number($("#history-run").dataset.id)));
+if (token) { $("#token").value = token; signIn(); }
