@@ -104,7 +104,7 @@ async def quick_start_token(settings: Settings, path: Path = TOKEN_FILE) -> str:
 
     from cronhooks_admin.auth import create_token, token_is_live
 
-    saved = path.read_text().strip() if path.is_file() else ""
+    saved = _saved_token(path)
     conn = await asyncpg.connect(settings.database_url)
     try:
         if saved and await token_is_live(conn, saved, now=datetime.now(UTC)):
@@ -112,11 +112,19 @@ async def quick_start_token(settings: Settings, path: Path = TOKEN_FILE) -> str:
         token = await create_token(conn, "make-up")
     finally:
         await conn.close()
+    _save_token(path, token)
+    return token
+
+
+def _saved_token(path: Path) -> str:
+    return path.read_text().strip() if path.is_file() else ""
+
+
+def _save_token(path: Path, token: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(token + "\n")
     os.chmod(path, 0o600)  # also when the file was there before with wider permissions
-    return token
 
 
 async def _print_quick_start(settings: Settings, demo_agent_port: int | None) -> None:
