@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from fnmatch import fnmatchcase
 from typing import Any, TypeVar
 
 from graphql import GraphQLError, GraphQLResolveInfo
@@ -14,7 +13,7 @@ from cronhooks_admin.context import NEXT_RUNS, Context
 from cronhooks_admin.validation import InputError
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.eventstore import ConcurrencyError
-from cronhooks_common.globs import like_prefix, pattern_problem
+from cronhooks_common.globs import glob_to_regex, like_prefix, pattern_problem
 from cronhooks_common.graphql_support import bad_input
 from cronhooks_common.paths import path_problem
 
@@ -152,15 +151,13 @@ async def notes(_: Any, info: Info, pattern: str = "*", limit: int = 100) -> lis
     problem = pattern_problem(pattern)
     if problem is not None:
         raise bad_input("pattern", problem)
-    pool = info.context.pool
-    # Paths first (the index narrows by the pattern's prefix), content only for the page.
-    paths = await pool.fetch(
-        "select path from admin.notes where path like $1 and not removed order by path",
+    # The prefix narrows by index, the glob (as a regex) filters in SQL.
+    rows = await info.context.pool.fetch(
+        "select * from admin.notes where path like $1 and path ~ $2 and not removed"
+        " order by path limit $3",
         like_prefix(pattern),
-    )
-    page = [r["path"] for r in paths if fnmatchcase(r["path"], pattern)][:limit]
-    rows = await pool.fetch(
-        "select * from admin.notes where path = any($1::text[]) order by path", page
+        glob_to_regex(pattern),
+        limit,
     )
     return [dict(r) for r in rows]
 
