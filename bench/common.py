@@ -19,6 +19,10 @@ from cronhooks_dispatcher.payload import RESPONSE_SCHEMA
 
 PG_SERVER = "postgresql://127.0.0.1:5432"
 RESULTS = Path(__file__).parent / "results"
+# Requests in flight at once towards the agent: the dispatcher's default
+# (dispatch_concurrency, per process), and so the limit of every client it is compared
+# with (the plain-aiohttp ceiling, the APScheduler peer).
+CONCURRENCY = 256
 
 
 def signed_delivery(keys: SecretKeys, i: int, trigger: str) -> tuple[bytes, dict[str, str]]:

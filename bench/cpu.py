@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 
 ROLES = ("scheduler", "dispatcher", "admin-api", "importer", "postgres", "rabbitmq", "agent")
+# Not a cronhooks process: counted on its own, never in the sums over ROLES.
+PEER = "apscheduler"
 Snapshot = dict[str, tuple[str, int]]  # pid → (role, CPU ticks user + system)
 
 
@@ -14,6 +16,8 @@ def _role(cmdline: str) -> str | None:
             return service
     if "bench.agent" in cmdline:
         return "agent"
+    if "bench.apscheduler_peer" in cmdline:
+        return PEER
     if cmdline.startswith("postgres") or os.path.basename(cmdline.split(" ")[0]) == "postgres":
         return "postgres"
     if "beam.smp" in cmdline or "rabbitmq" in cmdline:
@@ -40,7 +44,7 @@ def snapshot() -> Snapshot:
 def spent_ms(before: Snapshot, after: Snapshot) -> dict[str, float]:
     """CPU ms per role between two snapshots (processes started in between count fully)."""
     hz = os.sysconf("SC_CLK_TCK")
-    spent = dict.fromkeys(ROLES, 0.0)
+    spent = dict.fromkeys((*ROLES, PEER), 0.0)
     for pid, (role, ticks) in after.items():
         earlier = before.get(pid)
         spent[role] += (ticks - (earlier[1] if earlier and earlier[0] == role else 0)) * 1000 / hz

@@ -19,12 +19,11 @@ import aiohttp
 import asyncpg
 
 from bench import cpu
-from bench.common import percentile, signed_delivery, table
+from bench.common import CONCURRENCY, percentile, signed_delivery, table
 from bench.harness import free_port, running_cluster
 from cronhooks_common.signing import SecretKeys, generate_secret
 
 CREATE = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i) { cronWebhook { id } } }"""
-CONCURRENCY = 256
 
 
 async def start_agent() -> tuple[asyncio.subprocess.Process, str]:
