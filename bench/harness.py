@@ -84,22 +84,32 @@ class RecordingAgent:
             await self._runner.cleanup()
 
 
+def process_name(service: str, replica: int) -> str:
+    """`scheduler` for the first replica, `scheduler-2` for the second, and so on."""
+    return service if replica == 0 else f"{service}-{replica + 1}"
+
+
 @dataclass
 class Cluster:
     env: dict[str, str]
     dsn: str
     procs: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
     token: str = ""
+    replicas: int = 1
+    ports: dict[str, int] = field(default_factory=dict)  # process name → its HTTP port
 
-    def url(self, service: str) -> str:
-        key = {"admin-api": "ADMIN"}.get(service, service.upper())
-        return f"http://127.0.0.1:{self.env[f'CRONHOOKS_{key}_PORT']}"
+    def url(self, service: str, replica: int = 0) -> str:
+        return f"http://127.0.0.1:{self.ports[process_name(service, replica)]}"
 
     async def graphql(
-        self, session: aiohttp.ClientSession, query: str, variables: dict[str, Any] | None = None
+        self,
+        session: aiohttp.ClientSession,
+        query: str,
+        variables: dict[str, Any] | None = None,
+        replica: int = 0,
     ) -> dict[str, Any]:
         async with session.post(
-            f"{self.url('admin-api')}/graphql",
+            f"{self.url('admin-api', replica)}/graphql",
             json={"query": query, "variables": variables or {}},
             headers={"Authorization": f"Bearer {self.token}"},
         ) as resp:
@@ -122,8 +132,47 @@ async def _cli(env: dict[str, str], *args: str) -> str:
     return out.decode()
 
 
+def _port_variable(service: str) -> str:
+    key = {"admin-api": "ADMIN"}.get(service, service.upper())
+    return f"CRONHOOKS_{key}_PORT"
+
+
+async def _start(cluster: Cluster, service: str, replica: int) -> None:
+    """`cronhooks run <service>` on a port of its own (the only setting replicas differ in),
+    logging to bench/results/logs/<process name>.log."""
+    name = process_name(service, replica)
+    port = cluster.ports.setdefault(name, free_port())
+    # The file lives as long as the process; opening it is instant.
+    log = open(LOGS / f"{name}.log", "ab")  # noqa: SIM115, ASYNC230
+    cluster.procs[name] = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cronhooks_common.cli",
+        "run",
+        service,
+        env={**os.environ, **cluster.env, _port_variable(service): str(port)},
+        stdout=log,
+        stderr=log,
+    )
+
+
+async def _wait_ready(session: aiohttp.ClientSession, url: str) -> None:
+    for _ in range(300):
+        try:
+            async with session.get(f"{url}/readyz") as r:
+                if r.status == 200:
+                    return
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.1)
+
+
 @asynccontextmanager
-async def running_cluster(extra_env: dict[str, str] | None = None) -> AsyncIterator[Cluster]:
+async def running_cluster(
+    extra_env: dict[str, str] | None = None, replicas: int = 1
+) -> AsyncIterator[Cluster]:
+    """The four services as processes, `replicas` of each, against one scratch database
+    and one fresh vhost."""
     vhost = f"cronhooks-bench-{uuid.uuid4().hex[:8]}"
     async with aiohttp.ClientSession(headers=AUTH) as mgmt:
         await mgmt.put(f"{MANAGEMENT}/vhosts/{quote(vhost, safe='')}")
@@ -132,41 +181,26 @@ async def running_cluster(extra_env: dict[str, str] | None = None) -> AsyncItera
             json={"configure": ".*", "write": ".*", "read": ".*"},
         )
     async with scratch_database() as dsn:
-        ports = {name: free_port() for name in ("ADMIN", "IMPORTER", "SCHEDULER", "DISPATCHER")}
+        # The first replica's ports are in env too, for the CLI and anything reading them.
+        ports = {service: free_port() for service in SERVICES}
         env = {
             "CRONHOOKS_SECRET_KEY": "bench-secret-key-0123456789abcdef0123456789",
             "CRONHOOKS_DATABASE_URL": dsn,
             "CRONHOOKS_AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}",
             "CRONHOOKS_ALLOW_PRIVATE_TARGETS": "true",
             "CRONHOOKS_LOG_FORMAT": "json",
-            **{f"CRONHOOKS_{k}_PORT": str(v) for k, v in ports.items()},
+            **{_port_variable(service): str(port) for service, port in ports.items()},
             **(extra_env or {}),
         }
-        cluster = Cluster(env, dsn)
+        cluster = Cluster(env, dsn, replicas=replicas, ports=dict(ports))
         LOGS.mkdir(parents=True, exist_ok=True)
         try:
-            for service in SERVICES:
-                log = open(LOGS / f"{service}.log", "ab")  # noqa: SIM115, ASYNC230
-                cluster.procs[service] = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "cronhooks_common.cli",
-                    "run",
-                    service,
-                    env={**os.environ, **env},
-                    stdout=log,
-                    stderr=log,
-                )
-            async with aiohttp.ClientSession() as session:
+            for replica in range(replicas):
                 for service in SERVICES:
-                    for _ in range(300):
-                        try:
-                            async with session.get(f"{cluster.url(service)}/readyz") as r:
-                                if r.status == 200:
-                                    break
-                        except aiohttp.ClientError:
-                            pass
-                        await asyncio.sleep(0.1)
+                    await _start(cluster, service, replica)
+            async with aiohttp.ClientSession() as session:
+                for name in cluster.procs:
+                    await _wait_ready(session, f"http://127.0.0.1:{cluster.ports[name]}")
             cluster.token = (await _cli(env, "admin", "create-token", "--name", "bench")).split()[
                 -1
             ]
