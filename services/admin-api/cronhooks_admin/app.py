@@ -1,19 +1,19 @@
 """admin-api service: the command side for admins (GraphQL) and the admin read models.
 
 Flow: POST /graphql (http.py) → resolvers.py → commands.py (validate, append, project
-inline) for mutations, or the read-model tables for queries. A consumer projects the
-events of other services (deliveries and their outcomes) with projection.py.
+inline) for mutations, or the read-model tables for queries. The live projector
+(projector.py) tails the event store in commit order and projects every event (its own
+again, and those of the other services) with projection.py — not from RabbitMQ.
 """
 
 from __future__ import annotations
 
-from cronhooks_admin import projection
 from cronhooks_admin.agent_api import add_agent_routes
 from cronhooks_admin.agents import Agents
-from cronhooks_admin.commands import INBOX, Commands
+from cronhooks_admin.commands import Commands
 from cronhooks_admin.http import add_graphql_routes
+from cronhooks_admin.projector import Projector
 from cronhooks_admin.schema import build_schema
-from cronhooks_common.consumer import Consumer
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.keys import active_key
 from cronhooks_common.service import Runtime
@@ -43,18 +43,11 @@ class AdminApi:
             clock=runtime.clock,
         )
         add_agent_routes(runtime.http, pool=runtime.pool, agents=self.agents, clock=runtime.clock)
-        self.consumer = Consumer(
-            name="admin",
-            amqp=runtime.amqp,
-            pool=runtime.pool,
-            inbox=INBOX,
-            routing_keys=list(projection.HANDLERS),
-            transactional=projection.apply,
-        )
+        self.projector = Projector(runtime.pool, runtime.settings.database_url)
 
     async def start(self) -> None:
         await self._ensure_signing_key()
-        await self.consumer.start()
+        await self.projector.start()
 
     async def _ensure_signing_key(self) -> None:
         """An active fire-JWT key of the configured algorithm from the start, so that the
@@ -69,7 +62,7 @@ class AdminApi:
             )
 
     async def stop(self) -> None:
-        await self.consumer.stop()
+        await self.projector.stop()
 
 
 async def bootstrap(runtime: Runtime) -> AdminApi:

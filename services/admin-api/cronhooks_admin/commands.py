@@ -1,8 +1,8 @@
 """Admin commands: validate → append events (+ own state) in one transaction → answer.
 
-Every command projects its own events inline (projection.apply) and marks them in the
-inbox, so the read models reflect the command before the answer goes out, and the copy
-that arrives later from the broker is skipped.
+Every command projects its own events inline (projection.apply_batch), so the read
+models reflect the command before the answer goes out; the live projector applies them
+again later, which changes nothing (projections are idempotent).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from cronhooks_admin.validation import (
 )
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
-from cronhooks_common.consumer import claim_event
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import (
     Causation,
@@ -36,9 +35,6 @@ from cronhooks_common.events import (
 )
 from cronhooks_common.signing import generate_secret
 from cronhooks_common.webhooks import CONFIG_FIELDS, WebhookState, load_webhook, target_of
-
-INBOX = "admin.inbox"
-
 
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 
@@ -76,9 +72,9 @@ class Commands:
             causation=Causation.new(actor=admin.actor),
             occurred_at=self.clock.now(),
         )
-        for event in recorded:
-            await claim_event(conn, INBOX, event.event_id)
-            await projection.apply(conn, event)
+        # Projected inline, so a query right after the mutation sees it; the live projector
+        # applies the same events again later, which changes nothing.
+        await projection.apply_batch(conn, recorded)
 
     async def create_webhook(self, fields: dict[str, Any], admin: Admin) -> tuple[int, str]:
         """Create a webhook; return (id, secret). An idempotency key seen before returns

@@ -1,23 +1,28 @@
-"""Admin read models (webhooks, deliveries, attempts), projected from events.
+"""Admin read models (webhooks, deliveries, attempts, notes, agent jobs), projected from
+the event store.
 
-`apply` is deterministic in the event alone (its data and `occurred_at`, never "now"), so
-replaying history rebuilds identical tables. It runs both inline, in the transaction of
-an admin command (a query right after a mutation sees it), and from the consumer for
-events of other services; the inbox makes the second sighting of an event a no-op.
-Handlers tolerate events arriving out of order across streams (a delivery outcome
-before its request): they upsert instead of assuming a row exists.
+Projection is deterministic in the events alone (their data and `occurred_at`, never
+"now"), so replaying history rebuilds identical tables. It runs inline, in the
+transaction of an admin command (a query right after a mutation sees it), and in the live
+projector (projector.py), which tails the event store in commit order and applies
+batches set-based (`apply_batch`). Every handler is idempotent — the projector applies
+again what a command applied inline — and tolerates events of different streams in any
+order (a delivery outcome before its request): they upsert instead of assuming a row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
+from cronhooks_admin import projection_batches as batches
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import Event, EventType
+from cronhooks_common.relay import publish_rounds
 
 Apply = Callable[[asyncpg.Connection, Event], Awaitable[None]]
 
@@ -155,175 +160,6 @@ async def _webhook_secret_rotated(conn: asyncpg.Connection, event: Event) -> Non
     )
 
 
-async def _next_run_from_scheduler(conn: asyncpg.Connection, event: Event) -> None:
-    """The scheduler says where the timer went; newer news wins, older is ignored."""
-    await conn.execute(
-        """
-        update admin.webhooks set next_run_at = $2, next_run_set_at = $3
-        where id = $1 and enabled and disabled_at is null and next_run_set_at <= $3
-        """,
-        event.data["webhook_id"],
-        _ts(event.data.get("next_run_at")),
-        event.occurred_at,
-    )
-
-
-async def _delivery_requested(conn: asyncpg.Connection, event: Event) -> None:
-    d = event.data
-    await conn.execute(
-        """
-        insert into admin.deliveries
-            (id, cron_webhook_id, status, trigger, scheduled_for, attempt, created_at)
-        values ($1, $2, 'pending', $3, $4, $5, $6)
-        on conflict (id) do update set
-            attempt = greatest(admin.deliveries.attempt, excluded.attempt),
-            -- the trigger of the latest attempt: a delivery being retried shows RETRY
-            trigger = case when excluded.attempt > admin.deliveries.attempt
-                           then excluded.trigger else admin.deliveries.trigger end,
-            scheduled_for = excluded.scheduled_for,
-            created_at = least(admin.deliveries.created_at, excluded.created_at)
-        """,
-        d["delivery_id"],
-        d["webhook_id"],
-        d["trigger"] if d["attempt"] == 1 else "retry",
-        _ts(d.get("scheduled_for")),
-        d["attempt"],
-        event.occurred_at,
-    )
-    if d["trigger"] == "schedule" and d["attempt"] == 1:
-        await _next_run_from_scheduler(conn, event)
-
-
-async def _attempt_logged(conn: asyncpg.Connection, event: Event) -> None:
-    d = event.data
-    if d.get("request_body") is None:
-        return  # no HTTP attempt behind it (a retry cancelled by the scheduler)
-    await conn.execute(
-        """
-        insert into admin.delivery_attempts
-            (delivery_id, attempt, request_body, response_status, response_body,
-             error_message, duration_ms, started_at)
-        values ($1, $2, $3, $4, $5, $6, $7, $8)
-        on conflict (delivery_id, attempt) do nothing
-        """,
-        d["delivery_id"],
-        d["attempt"],
-        d["request_body"],
-        d.get("response_status"),
-        d.get("response_body"),
-        d.get("error"),
-        d.get("duration_ms") or 0,
-        _ts(d.get("started_at")) or event.occurred_at,
-    )
-
-
-async def _delivery_finished(conn: asyncpg.Connection, event: Event) -> None:
-    """An attempt ended: success, final failure, or failure with a retry to come."""
-    d = event.data
-    await _attempt_logged(conn, event)
-    final = event.type != EventType.DELIVERY_ATTEMPT_FAILED
-    status = d["status"] if final else "pending"
-    await conn.execute(
-        """
-        insert into admin.deliveries
-            (id, cron_webhook_id, status, trigger, scheduled_for, attempt, response_status,
-             duration_ms, error, created_at, completed_at)
-        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-        on conflict (id) do update set
-            status = excluded.status, attempt = excluded.attempt, trigger = excluded.trigger,
-            response_status = excluded.response_status, duration_ms = excluded.duration_ms,
-            error = excluded.error, completed_at = excluded.completed_at
-        where admin.deliveries.attempt <= excluded.attempt
-          and admin.deliveries.status = 'pending'
-        """,
-        d["delivery_id"],
-        d["webhook_id"],
-        status,
-        "retry" if d["attempt"] > 1 else d["trigger"],
-        _ts(d.get("scheduled_for")),
-        d["attempt"],
-        d.get("response_status"),
-        d.get("duration_ms"),
-        d.get("error"),
-        event.occurred_at,
-        event.occurred_at if final else None,
-    )
-    if final:
-        # The latest finished delivery, by time then id, whatever order they arrive in.
-        await conn.execute(
-            """
-            update admin.webhooks set
-                last_delivery_at = $2, last_delivery_status = $3, last_delivery_id = $4
-            where id = $1 and (last_delivery_at is null
-                               or (last_delivery_at, last_delivery_id) < ($2, $4))
-            """,
-            d["webhook_id"],
-            event.occurred_at,
-            d["status"],
-            d["delivery_id"],
-        )
-
-
-async def _delivery_skipped(conn: asyncpg.Connection, event: Event) -> None:
-    """A record of slots that were not delivered (catch-up policy, concurrency policy)."""
-    d = event.data
-    count = d.get("skipped_count", 1)
-    reason = (
-        f"skipped {count} missed slot{'s' if count != 1 else ''} "
-        f"from {d.get('first_skipped', d['scheduled_for'])} (catchUpPolicy {d.get('policy')})"
-        if d.get("reason") == "missed"
-        else "skipped: an earlier delivery was still pending (concurrencyPolicy FORBID)"
-        if d.get("reason") == "concurrency"
-        else f"skipped: {d.get('reason')}"
-    )
-    await conn.execute(
-        """
-        insert into admin.deliveries
-            (id, cron_webhook_id, status, trigger, scheduled_for, attempt, error, created_at,
-             completed_at)
-        values ($1, $2, 'skipped', $3, $4, 0, $5, $6, $6)
-        on conflict (id) do update set
-            status = 'skipped', error = excluded.error, completed_at = excluded.completed_at
-        """,
-        d["delivery_id"],
-        d["webhook_id"],
-        d.get("trigger", "schedule"),
-        _ts(d.get("scheduled_for")),
-        reason,
-        event.occurred_at,
-    )
-    if "next_run_at" in d:
-        await _next_run_from_scheduler(conn, event)
-
-
-async def _note_changed(conn: asyncpg.Connection, event: Event) -> None:
-    d = event.data
-    removed = d.get("event") == "remove"
-    await conn.execute(
-        """
-        insert into admin.notes
-            (path, content_hash, version, depth, updated_at, updated_by, content, event, removed)
-        values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-        on conflict (path) do update set
-            content_hash = excluded.content_hash, version = excluded.version,
-            depth = excluded.depth, updated_at = excluded.updated_at,
-            updated_by = excluded.updated_by, content = excluded.content,
-            event = excluded.event, removed = excluded.removed
-        where admin.notes.version < excluded.version
-        """,
-        d["path"],
-        d.get("content_hash"),
-        d["version"],
-        d["depth"],
-        event.occurred_at,
-        d["writer"],
-        d.get("content") or "",
-        # events written before `event` was recorded: the first version created the note
-        d.get("event") or ("create" if d["version"] == 1 else "update"),
-        removed,
-    )
-
-
 async def _trigger_fired(conn: asyncpg.Connection, event: Event) -> None:
     """The outcome of a one-shot: the job stays listed only while it is armed (a newer
     arming, with a later generation, is left alone)."""
@@ -344,23 +180,47 @@ async def _trigger_fired(conn: asyncpg.Connection, event: Event) -> None:
     )
 
 
+# Rare events, applied one by one (in their round, before the batched kinds).
 HANDLERS: dict[str, Apply] = {
     EventType.WEBHOOK_CREATED: _webhook_created,
     EventType.WEBHOOK_UPDATED: _webhook_updated,
     EventType.WEBHOOK_DELETED: _webhook_deleted,
     EventType.WEBHOOK_DISABLED: _webhook_disabled,
     EventType.WEBHOOK_SECRET_ROTATED: _webhook_secret_rotated,
-    EventType.DELIVERY_REQUESTED: _delivery_requested,
-    EventType.DELIVERY_SUCCEEDED: _delivery_finished,
-    EventType.DELIVERY_FAILED: _delivery_finished,
-    EventType.DELIVERY_ATTEMPT_FAILED: _delivery_finished,
-    EventType.DELIVERY_SKIPPED: _delivery_skipped,
-    EventType.NOTE_CHANGED: _note_changed,
     EventType.TRIGGER_FIRED: _trigger_fired,
 }
+Batch = Callable[[asyncpg.Connection, list[Event]], Awaitable[None]]
+# The hot kinds: one statement per kind and round (projection_batches.py).
+BATCHED: dict[str, Batch] = {
+    EventType.DELIVERY_REQUESTED: batches.deliveries_requested,
+    EventType.DELIVERY_SUCCEEDED: batches.deliveries_finished,
+    EventType.DELIVERY_FAILED: batches.deliveries_finished,
+    EventType.DELIVERY_ATTEMPT_FAILED: batches.deliveries_finished,
+    EventType.DELIVERY_SKIPPED: batches.deliveries_skipped,
+    EventType.NOTE_CHANGED: batches.notes_changed,
+}
+PROJECTED = frozenset(HANDLERS) | frozenset(BATCHED)
+
+
+async def apply_batch(conn: asyncpg.Connection, events: Sequence[Event]) -> None:
+    """Project `events` (in store order) set-based, with the same result as one by one.
+
+    Rounds hold at most one event per stream, in version order, so no statement touches
+    one row twice; within a round the webhook events go first (a webhook is created before
+    its first delivery is projected), then one statement per batched kind."""
+    for round_ in publish_rounds([e for e in events if e.type in PROJECTED]):
+        for event in round_:
+            handler = HANDLERS.get(event.type)
+            if handler is not None:
+                await handler(conn, event)
+        kinds: dict[Batch, list[Event]] = defaultdict(list)
+        for event in round_:
+            batch = BATCHED.get(event.type)
+            if batch is not None:
+                kinds[batch].append(event)
+        for batch, of_kind in kinds.items():
+            await batch(conn, of_kind)
 
 
 async def apply(conn: asyncpg.Connection, event: Event) -> None:
-    handler = HANDLERS.get(event.type)
-    if handler is not None:
-        await handler(conn, event)
+    await apply_batch(conn, [event])

@@ -1,11 +1,11 @@
 """`cronhooks projections rebuild`: drop the admin read models and replay the event store.
 
-Runs in one transaction: the read models are emptied (with the inbox), every event is fed
-through `projection.apply` in store order, and the last position is recorded as the
-checkpoint. Readers keep seeing the old tables until the commit. The live consumer waits
-on the table locks meanwhile; afterwards the inbox makes it skip what the replay applied
-and apply what committed after it. Projections depend only on the events, not on "now"
-or on the order of streams, so the result equals the live tables.
+Runs in one transaction, holding the live projector's lock (it waits meanwhile): the read
+models are emptied, every committed event is replayed in commit order with the same
+set-based `projection.apply_batch` the live projector uses, and the live checkpoint is set
+to where the replay stopped — events committed later are the projector's, as before.
+Readers keep seeing the old tables until the commit. Projections depend only on the
+events, not on "now" or on the order of streams, so the result equals the live tables.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import asyncpg
 import structlog
 
 from cronhooks_admin import projection
-from cronhooks_admin.commands import INBOX
-from cronhooks_common import db, eventstore
-from cronhooks_common.consumer import claim_event
+from cronhooks_admin.projector import PROJECTOR_LOCK
+from cronhooks_admin.tail import START, read_after
+from cronhooks_common import db
 
 log = structlog.get_logger(__name__)
 
@@ -25,32 +25,35 @@ READ_MODELS = (
     "admin.deliveries",
     "admin.delivery_attempts",
     "admin.notes",
-    "admin.inbox",
 )
 BATCH = 5000
 
 
 async def rebuild(conn: asyncpg.Connection) -> tuple[int, int]:
     """Rebuild in the caller's connection; return (events replayed, last position)."""
-    replayed, position = 0, 0
+    replayed, checkpoint = 0, START
     async with conn.transaction():
+        await conn.execute("select pg_advisory_xact_lock($1)", PROJECTOR_LOCK)
         await conn.execute(f"truncate {', '.join(READ_MODELS)}")
-        while batch := await eventstore.read_all(conn, after_position=position, limit=BATCH):
-            for _, event in batch:
-                if event.type in projection.HANDLERS:
-                    await claim_event(conn, INBOX, event.event_id)
-                    await projection.apply(conn, event)
-                    replayed += 1
-            position = batch[-1][0]
-        await conn.execute(
-            """
-            insert into admin.projection_checkpoints (name, position) values ('admin', $1)
-            on conflict (name) do update set position = excluded.position, updated_at = now()
-            """,
-            position,
-        )
-    log.info("projections_rebuilt", events=replayed, position=position)
-    return replayed, position
+        while True:
+            events, checkpoint = await read_after(conn, checkpoint, BATCH)
+            if not events:
+                break
+            await projection.apply_batch(conn, events)
+            replayed += len(events)
+        for name in ("admin", "live"):  # "admin": where the last rebuild stopped
+            await conn.execute(
+                """
+                insert into admin.projection_checkpoints (name, position, txid) values ($1, $2, $3)
+                on conflict (name) do update set position = excluded.position,
+                    txid = excluded.txid, updated_at = now()
+                """,
+                name,
+                checkpoint.position,
+                checkpoint.txid,
+            )
+    log.info("projections_rebuilt", events=replayed, position=checkpoint.position)
+    return replayed, checkpoint.position
 
 
 async def rebuild_database(dsn: str) -> tuple[int, int]:

@@ -1,0 +1,125 @@
+"""The live projector: admin-api's read models follow the event store itself, not RabbitMQ.
+
+It tails the event store in commit order (tail.py) from its checkpoint, applies each batch
+set-based (projection.apply_batch) and moves the checkpoint in the same transaction, so a
+crash anywhere loses nothing and applies nothing twice (and applying twice would change
+nothing: projections are idempotent). One replica projects at a time: the batch
+transaction takes an advisory lock first, and a replica that cannot take it waits.
+
+It wakes on `NOTIFY cronhooks_outbox` (sent at the commit of every append), polls every
+second in case a notification was lost, and looks again after a few milliseconds when
+committed events wait behind a transaction that is still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import asyncpg
+import structlog
+from prometheus_client import Counter
+
+from cronhooks_admin import projection
+from cronhooks_admin.tail import Checkpoint, held_back, read_after
+from cronhooks_common import db
+from cronhooks_common.db import TRANSIENT_DB_ERRORS
+from cronhooks_common.relay import NOTIFY_CHANNEL
+
+log = structlog.get_logger(__name__)
+
+PROJECTOR_LOCK = 0x63726F6E_70726F6A  # "cronproj"
+HELD_BACK_FIRST = 0.005
+PROJECTED = Counter("cronhooks_admin_projected_events_total", "Events applied by the projector")
+
+
+class Projector:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        dsn: str,
+        *,
+        batch_size: int = 2000,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self._pool = pool
+        self._dsn = dsn
+        self._batch_size = batch_size
+        self._poll_seconds = poll_seconds
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._listen()), asyncio.create_task(self._run())]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        delay, patience = 0.2, HELD_BACK_FIRST
+        while True:
+            try:
+                applied, waiting = await self.step()
+                delay = 0.2
+            except TRANSIENT_DB_ERRORS as exc:
+                log.warning("projector_database_unavailable", error=repr(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if applied:
+                patience = HELD_BACK_FIRST
+            if applied == self._batch_size:
+                continue  # more may be there already
+            if waiting:
+                # An older transaction is about to finish, usually; one left open for long
+                # (a stuck session) must not make us spin: back off.
+                await asyncio.sleep(patience)
+                patience = min(patience * 2, self._poll_seconds)
+                continue
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll_seconds)
+
+    async def step(self) -> tuple[int, bool]:
+        """Apply one batch; (events applied, whether committed events are held back)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if not await conn.fetchval("select pg_try_advisory_xact_lock($1)", PROJECTOR_LOCK):
+                return 0, False  # another replica projects
+            row = await conn.fetchrow(
+                "select txid, position from admin.projection_checkpoints where name = 'live'"
+            )
+            after = Checkpoint(row["txid"], row["position"])
+            events, last = await read_after(conn, after, self._batch_size)
+            if events:
+                await projection.apply_batch(conn, events)
+                await conn.execute(
+                    "update admin.projection_checkpoints set txid = $1, position = $2,"
+                    " updated_at = now() where name = 'live'",
+                    last.txid,
+                    last.position,
+                )
+                PROJECTED.inc(len(events))
+            return len(events), await held_back(conn, last)
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                conn = await db.connect(self._dsn, name="admin-projector")
+            except TRANSIENT_DB_ERRORS:
+                await asyncio.sleep(0.5)
+                continue
+            lost = asyncio.Event()
+            conn.add_termination_listener(lambda _, lost=lost: lost.set())
+            try:
+                await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
+                self._wake.set()
+                await lost.wait()
+            except TRANSIENT_DB_ERRORS:
+                pass
+            finally:
+                conn.terminate()
+            log.warning("projector_listener_lost")

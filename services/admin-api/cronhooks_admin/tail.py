@@ -1,0 +1,64 @@
+"""Read the event store in commit order, without skipping anything (the relay's trap).
+
+Positions are handed out at insert, not at commit: transaction A takes position 10, B
+takes 11 and commits first; a reader that has seen 11 and remembers "after 11" never sees
+A's 10. So the reader does not go by position alone. Every event records the id of the
+transaction that wrote it (`txid`, migration 0004 of the event store), and the reader only
+takes events whose transaction id is below the snapshot's xmin — the oldest transaction
+still running. Every transaction below it has finished, so all it wrote is visible now and
+nothing below the watermark can appear later. Reading in (txid, position) order from a
+(txid, position) checkpoint therefore never skips an event and never reads one twice.
+
+An event committed after a still-running older transaction waits until that transaction
+ends (`held_back` says so, so the caller can look again soon instead of sleeping long).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+
+from cronhooks_common.events import Event
+from cronhooks_common.eventstore import _COLUMNS, event_from_row
+
+WATERMARK = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Checkpoint:
+    txid: int
+    position: int
+
+
+START = Checkpoint(0, 0)
+
+_READ = f"""
+select txid, position, {_COLUMNS} from eventstore.events
+where (txid, position) > ($1, $2) and txid < {WATERMARK}
+order by txid, position
+limit $3
+"""
+
+_HELD_BACK = f"""
+select exists (
+    select 1 from eventstore.events
+    where (txid, position) > ($1, $2) and txid >= {WATERMARK}
+)
+"""
+
+
+async def read_after(
+    conn: asyncpg.Connection, after: Checkpoint, limit: int
+) -> tuple[list[Event], Checkpoint]:
+    """The next committed events after `after`, in (txid, position) order, and the
+    checkpoint of the last one (`after` if there were none)."""
+    rows = await conn.fetch(_READ, after.txid, after.position, limit)
+    if not rows:
+        return [], after
+    return [event_from_row(r) for r in rows], Checkpoint(rows[-1]["txid"], rows[-1]["position"])
+
+
+async def held_back(conn: asyncpg.Connection, after: Checkpoint) -> bool:
+    """Committed events after `after` wait for an older transaction still running."""
+    return bool(await conn.fetchval(_HELD_BACK, after.txid, after.position))
