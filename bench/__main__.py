@@ -1,16 +1,20 @@
-"""`python -m bench [scheduler ...]`: run benchmarks, print and save a markdown report."""
+"""`python -m bench [scheduler ...] [--replicas N]`: run benchmarks, print and save a
+markdown report. `--replicas N` runs the herd suite with N processes of each service."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
+from collections.abc import Awaitable, Callable
 
 from bench import admin_reads, dispatch, herd, notes, scheduler, triggers
 from bench.common import write_report
 from cronhooks_common.logs import configure_logging
 
-SUITES = {
+Suite = Callable[[], Awaitable[list[tuple[str, str]]]]
+SUITES: dict[str, Suite] = {
     "herd": herd.run,
     "scheduler": scheduler.run,
     "dispatch": dispatch.trigger_burst,
@@ -20,22 +24,42 @@ SUITES = {
 }
 
 
-async def main(names: list[str]) -> None:
+async def main(suites: list[Suite]) -> None:
     sections: list[tuple[str, str]] = []
-    for name in names:
-        sections += await SUITES[name]()
+    for suite in suites:
+        sections += await suite()
     path = write_report("bench", sections)
     for title, content in sections:
         print(f"\n### {title}\n\n{content}")
     print(f"\nreport: {path}")
 
 
+def chosen(args: argparse.Namespace) -> list[Suite]:
+    names = args.suites or list(SUITES)
+    suites = {name: SUITES[name] for name in names}
+    if args.replicas != 1:
+        suites["herd"] = functools.partial(herd.run, replicas=args.replicas)
+    return list(suites.values())
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("suites", nargs="*", metavar="suite", help=f"any of {sorted(SUITES)}")
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        metavar="N",
+        help="herd only: N processes of each service against one database and vhost",
+    )
     args = parser.parse_args()
     unknown = set(args.suites) - set(SUITES)
     if unknown:
         parser.error(f"unknown suite(s) {sorted(unknown)}; choose from {sorted(SUITES)}")
+    if args.replicas < 1:
+        parser.error("--replicas must be at least 1")
+    # Only the herd knows replicas; the other suites would quietly run one of each.
+    if args.replicas != 1 and args.suites != ["herd"]:
+        parser.error("--replicas applies to the herd suite only: python -m bench herd --replicas 2")
     configure_logging("bench", "console", level=logging.WARNING)
-    asyncio.run(main(args.suites or list(SUITES)))
+    asyncio.run(main(chosen(args)))
