@@ -116,10 +116,13 @@ async def _migrate(settings: Settings) -> int:
 
 
 def _run(service: str, settings: Settings) -> int:
+    import uvloop
+
     from cronhooks_common.service import serve
 
     module = importlib.import_module(SERVICES[service])
-    asyncio.run(serve(service, settings, module.bootstrap))
+    # uvloop: a faster event loop for the services (the bench measured it: docs/architecture.md).
+    uvloop.run(serve(service, settings, module.bootstrap))
     return 0
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import asyncpg
 import structlog
+
+from cronhooks_common import jsonfast
 
 log = structlog.get_logger(__name__)
 
@@ -32,8 +33,10 @@ TRANSIENT_DB_ERRORS: tuple[type[BaseException], ...] = (
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
-    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    for kind in ("jsonb", "json"):
+        await conn.set_type_codec(
+            kind, encoder=jsonfast.dumps, decoder=jsonfast.loads, schema="pg_catalog"
+        )
 
 
 async def _reset_cheaply(conn: asyncpg.Connection) -> None:

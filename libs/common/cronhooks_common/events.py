@@ -6,13 +6,13 @@ history an event belongs to: ``webhook-7``, ``delivery-42``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 from uuid import UUID, uuid4
 
+from cronhooks_common import jsonfast
 from cronhooks_common.clock import iso
 
 SCHEMA_VERSION = 1
@@ -128,7 +128,7 @@ class Event:
         }
 
     def to_bytes(self) -> bytes:
-        return json.dumps(self.to_json(), separators=(",", ":")).encode()
+        return jsonfast.dumps_bytes(self.to_json())
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Event:
@@ -148,7 +148,7 @@ class Event:
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Event:
-        return cls.from_json(json.loads(raw))
+        return cls.from_json(jsonfast.loads(raw))
 
 
 @dataclass(frozen=True, slots=True)

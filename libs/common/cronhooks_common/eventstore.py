@@ -6,13 +6,13 @@ and put each event into the outbox so the relay publishes it once the transactio
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from uuid import UUID
 
 import asyncpg
 
+from cronhooks_common import jsonfast
 from cronhooks_common.events import Causation, Event, NewEvent
 
 
@@ -70,7 +70,7 @@ async def append(
         causation.causation_id,
         causation.actor,
         occurred_at,
-        [json.dumps(e.data, separators=(",", ":")) for e in events],
+        [jsonfast.dumps(e.data) for e in events],
     )
     if len(positions) != len(events):
         raise ConcurrencyError(stream, expected_version)
@@ -123,7 +123,7 @@ async def append_many(
         [v + 1 for _, v, _, _ in batch],
         [e.event_id for _, _, e, _ in batch],
         [e.type for _, _, e, _ in batch],
-        [json.dumps(e.data, separators=(",", ":")) for _, _, e, _ in batch],
+        [jsonfast.dumps(e.data) for _, _, e, _ in batch],
         [c.correlation_id for _, _, _, c in batch],
         [c.causation_id for _, _, _, c in batch],
         occurred_at,

@@ -20,7 +20,7 @@ from cronhooks_common.service import Runtime
 from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_common.trust import as_stored
-from cronhooks_dispatcher.delivery import Dispatcher
+from cronhooks_dispatcher.delivery import Dispatcher, SigningKeys
 from cronhooks_dispatcher.fire import FireCaller
 from cronhooks_dispatcher.lookup import DeliveryLookups
 from cronhooks_dispatcher.recording import INBOX, RecordWriter
@@ -61,7 +61,7 @@ class DispatcherService:
         dispatcher = Dispatcher(
             pool=rt.pool,
             http=self._http,
-            secrets=SecretBox(rt.settings.secret_key),
+            keys=SigningKeys(SecretBox(rt.settings.secret_key)),
             tokens=ApiTokens(
                 master_key=rt.settings.secret_key,
                 issuer=rt.settings.public_url,

@@ -79,11 +79,30 @@ class Attempt:
         return int(self.request["attempt"])
 
 
+class SigningKeys:
+    """The signing keys of each sealed secret, derived once. Opening a secret (Fernet) costs
+    as much as signing the request; a herd signs with the same secrets over and over. Keyed
+    by the ciphertext: a rotated secret is a new entry, the old one simply goes unused."""
+
+    def __init__(self, box: SecretBox, size: int = 20_000) -> None:
+        self._box = box
+        self._size = size
+        self._keys: dict[bytes, SecretKeys] = {}
+
+    def of(self, sealed: bytes) -> SecretKeys:
+        keys = self._keys.get(sealed)
+        if keys is None:
+            if len(self._keys) >= self._size:
+                self._keys.clear()
+            keys = self._keys[sealed] = SecretKeys.of(self._box.open(sealed))
+        return keys
+
+
 @dataclass(frozen=True, slots=True)
 class Dispatcher:
     pool: asyncpg.Pool
     http: aiohttp.ClientSession
-    secrets: SecretBox
+    keys: SigningKeys
     tokens: ApiTokens
     api_url: str
     clock: Clock
@@ -171,7 +190,7 @@ class Dispatcher:
             else:
                 IN_FLIGHT.inc()
                 try:
-                    body, result = await self._send(request, self.secrets.open(sealed), started_at)
+                    body, result = await self._send(request, self.keys.of(sealed), started_at)
                 finally:
                     IN_FLIGHT.dec()
             attempt = Attempt(
@@ -196,7 +215,7 @@ class Dispatcher:
                 await self.writer.write(self._finish(event, attempt, outcome, retry_at))
 
     async def _send(
-        self, request: dict[str, Any], secret: str, now: datetime
+        self, request: dict[str, Any], keys: SecretKeys, now: datetime
     ) -> tuple[dict[str, Any], sender.HttpResult]:
         target = request["target"]
         timestamp = int(now.timestamp())
@@ -216,7 +235,7 @@ class Dispatcher:
         )
         raw = payload.encode(body)
         headers = signature_headers(
-            SecretKeys.of(secret),
+            keys,
             delivery_id=str(request["delivery_id"]),
             timestamp=timestamp,
             body=raw,

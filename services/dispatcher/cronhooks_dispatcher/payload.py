@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from cronhooks_common import jsonfast
 
 RESPONSE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -58,11 +59,11 @@ def build_body(
 
 
 def encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return jsonfast.dumps_bytes(body)
 
 
 def redacted(body: dict[str, Any]) -> str:
     """The body as recorded in logs and events: the token replaced."""
     if "api_token" in body:
         body = {**body, "api_token": REDACTED}
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return jsonfast.dumps(body)
