@@ -23,7 +23,7 @@ import structlog
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import claim_events
-from cronhooks_common.events import Causation, Event, NewEvent
+from cronhooks_common.events import Causation, Event, EventType, NewEvent
 from cronhooks_dispatcher import health
 
 log = structlog.get_logger(__name__)
@@ -34,7 +34,7 @@ MAX_BATCH = 500
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """A row of dispatcher.attempts."""
+    """An HTTP attempt; a row of dispatcher.attempts while it waits for the importer."""
 
     delivery_id: int
     attempt: int
@@ -122,7 +122,7 @@ class RecordWriter:
                     claimed.discard(record.cause.event_id)
                     fresh.append(record)
             written = {id(r) for r in fresh}
-            await self._attempts(conn, [r.attempt for r in fresh if r.attempt is not None])
+            await self._attempts(conn, fresh)
             await self._append(conn, fresh)
             releases = [r.release for r in fresh if r.release is not None]
             if releases:
@@ -152,32 +152,51 @@ class RecordWriter:
                 appends = [a for a in appends if a[0] != exc.stream]
 
     @staticmethod
-    async def _attempts(conn: asyncpg.Connection, attempts: list[Attempt]) -> None:
-        if not attempts:
-            return
-        await conn.execute(
-            """
-            insert into dispatcher.attempts
-                (delivery_id, attempt, webhook_id, started_at, duration_ms, request_body,
-                 response_status, response_body, error, outcome, request)
-            select * from unnest($1::bigint[], $2::int[], $3::bigint[], $4::timestamptz[],
-                                 $5::int[], $6::text[], $7::int[], $8::text[], $9::text[],
-                                 $10::text[], $11::jsonb[])
-            on conflict (delivery_id, attempt) do update
-                set outcome = excluded.outcome, error = excluded.error
-            """,
-            [a.delivery_id for a in attempts],
-            [a.attempt for a in attempts],
-            [a.webhook_id for a in attempts],
-            [a.started_at for a in attempts],
-            [a.duration_ms for a in attempts],
-            [a.request_body for a in attempts],
-            [a.response_status for a in attempts],
-            [a.response_body for a in attempts],
-            [a.error for a in attempts],
-            [a.outcome for a in attempts],
-            [a.request for a in attempts],
-        )
+    async def _attempts(conn: asyncpg.Connection, records: list[Record]) -> None:
+        """Keep an attempt only while it waits for the importer's verdict on its changes
+        (`importing`): that is all dispatcher.attempts is read for. Every finished attempt
+        lives in its outcome event (and admin-api's attempt log, projected from it)."""
+        waiting = [r.attempt for r in records if r.attempt and r.attempt.outcome == "importing"]
+        if waiting:
+            await conn.execute(
+                """
+                insert into dispatcher.attempts
+                    (delivery_id, attempt, webhook_id, started_at, duration_ms, request_body,
+                     response_status, response_body, error, outcome, request)
+                select * from unnest($1::bigint[], $2::int[], $3::bigint[], $4::timestamptz[],
+                                     $5::int[], $6::text[], $7::int[], $8::text[], $9::text[],
+                                     $10::text[], $11::jsonb[])
+                on conflict (delivery_id, attempt) do nothing
+                """,
+                [a.delivery_id for a in waiting],
+                [a.attempt for a in waiting],
+                [a.webhook_id for a in waiting],
+                [a.started_at for a in waiting],
+                [a.duration_ms for a in waiting],
+                [a.request_body for a in waiting],
+                [a.response_status for a in waiting],
+                [a.response_body for a in waiting],
+                [a.error for a in waiting],
+                [a.outcome for a in waiting],
+                [a.request for a in waiting],
+            )
+        verdicts = [
+            r.attempt
+            for r in records
+            if r.attempt
+            and r.attempt.outcome != "importing"
+            and r.cause.type in (EventType.NOTES_IMPORTED, EventType.NOTES_REJECTED)
+        ]
+        if verdicts:  # the importer answered: the attempt no longer waits
+            await conn.execute(
+                """
+                delete from dispatcher.attempts a
+                using unnest($1::bigint[], $2::int[]) as f(delivery_id, attempt)
+                where a.delivery_id = f.delivery_id and a.attempt = f.attempt
+                """,
+                [a.delivery_id for a in verdicts],
+                [a.attempt for a in verdicts],
+            )
 
     async def _health(self, conn: asyncpg.Connection, records: list[Record]) -> None:
         successes = sorted(
