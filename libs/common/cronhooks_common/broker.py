@@ -14,9 +14,13 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractRobustConnection
 from pamqp.commands import Basic
 
+from cronhooks_common import amqp_writes
 from cronhooks_common.events import Event
 
 log = structlog.get_logger(__name__)
+
+# Frames ready together leave in one socket write (amqp_writes.py).
+amqp_writes.install()
 
 EXCHANGE = "cronhooks.events"
 DEAD_LETTER_EXCHANGE = "cronhooks.dead-letter"
@@ -69,12 +73,15 @@ def properties(event: Event) -> Basic.Properties:
 async def publish_confirmed(channel: AbstractChannel, event: Event) -> None:
     """Publish on a confirm-mode channel; return once the broker has taken the message."""
     underlay = await channel.get_underlay_channel()
+    # wait=False: do not hold the channel lock until the frame is written and drained —
+    # a round's publishes queue up at once and leave together; the confirm is what counts.
     confirmation = await underlay.basic_publish(
         event.to_bytes(),
         exchange=EXCHANGE,
         routing_key=event.type,
         properties=properties(event),
         mandatory=False,
+        wait=False,  # type: ignore[call-arg]  # aiormq.Channel has it, its ABC does not
     )
     if not isinstance(confirmation, Basic.Ack):
         raise aio_pika.exceptions.DeliveryError(None, confirmation)  # type: ignore[arg-type]
