@@ -12,7 +12,7 @@ from uuid import UUID
 
 import asyncpg
 
-from cronhooks_admin.tail import START, Checkpoint, read_after
+from cronhooks_admin.tail import START, Checkpoint, held_back, read_after
 from cronhooks_common import db, eventstore
 from cronhooks_common.events import Causation, NewEvent
 
@@ -119,3 +119,45 @@ async def test_the_tail_reads_every_committed_event_once_while_writers_race(
     # The naive reader, in the same run, lost the events of slow transactions.
     print(f"naive position tail missed {len(set(committed) - set(naive))} of {EVENTS}")
     assert set(naive) != set(committed)
+
+
+async def _append_one(conn: asyncpg.Connection, stream: str) -> None:
+    await eventstore.append(
+        conn,
+        stream,
+        [NewEvent("test.tailed", {"n": 0})],
+        expected_version=0,
+        causation=Causation.new("test"),
+        occurred_at=datetime.now(UTC),
+    )
+
+
+async def test_events_behind_a_running_older_transaction_are_held_back_until_it_ends(
+    database_url: str,
+) -> None:
+    older = await asyncpg.connect(database_url)
+    newer = await asyncpg.connect(database_url)
+    reader = await asyncpg.connect(database_url)
+    try:
+        _, after = await read_after(reader, START, 100_000)  # past whatever is stored
+        assert not await held_back(reader, after)
+
+        slow = older.transaction()
+        await slow.start()
+        await older.execute("select pg_current_xact_id()")  # the older transaction id
+        await _append_one(older, "tailtest-held-older")
+        async with newer.transaction():
+            await _append_one(newer, "tailtest-held-newer")
+
+        # The newer event is committed but waits behind the older, running transaction.
+        events, checkpoint = await read_after(reader, after, 10_000)
+        assert events == [] and checkpoint == after
+        assert await held_back(reader, after)
+
+        await slow.commit()
+        events, checkpoint = await read_after(reader, after, 10_000)
+        assert [e.stream for e in events] == ["tailtest-held-older", "tailtest-held-newer"]
+        assert not await held_back(reader, checkpoint)
+    finally:
+        for conn in (older, newer, reader):
+            await conn.close()

@@ -43,12 +43,17 @@ NOTIFY_CHANNEL = "cronhooks_outbox"
 PUBLISHED = Counter("cronhooks_relay_published_total", "Events published and confirmed")
 LEADER = Gauge("cronhooks_relay_leader", "1 while this process is the publishing relay")
 
+# The oldest outbox rows first, then each one's event by its position. Written as a lateral
+# lookup so that the plan is always "a few index probes": as a plain join the planner,
+# misled by the outbox's churning statistics, walks the events index from its start (a
+# merge join reading every event ever stored: 38 ms a call in a 10,000 herd, 0.5 ms so).
 _FETCH = f"""
 select o.position, {", ".join("e." + c.strip() for c in _COLUMNS.split(","))}
-from eventstore.outbox o
-join eventstore.events e on e.position = o.position
+from (select position from eventstore.outbox order by position limit $1) o
+cross join lateral (
+    select * from eventstore.events e where e.position = o.position limit 1
+) e
 order by o.position
-limit $1
 """
 
 

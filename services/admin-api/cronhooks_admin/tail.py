@@ -40,11 +40,15 @@ order by txid, position
 limit $3
 """
 
+# A checkpoint's txid was below the watermark when it was read, and the watermark only
+# rises, so "after the checkpoint and at or above the watermark" is simply "at or above
+# the watermark". Asked as the smallest such txid, the plan is one index seek whatever
+# the statistics say: as "exists (... (txid, position) > ($1, $2) and txid >= watermark)"
+# the prepared statement's generic plan scanned the whole table (10-18 ms a call, 300
+# calls in a 10,000 herd).
 _HELD_BACK = f"""
-select exists (
-    select 1 from eventstore.events
-    where (txid, position) > ($1, $2) and txid >= {WATERMARK}
-)
+select min(txid) is not null from eventstore.events
+where txid > $1 and txid >= {WATERMARK}
 """
 
 
@@ -61,4 +65,4 @@ async def read_after(
 
 async def held_back(conn: asyncpg.Connection, after: Checkpoint) -> bool:
     """Committed events after `after` wait for an older transaction still running."""
-    return bool(await conn.fetchval(_HELD_BACK, after.txid, after.position))
+    return bool(await conn.fetchval(_HELD_BACK, after.txid))
