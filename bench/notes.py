@@ -17,6 +17,16 @@ from bench.harness import running_cluster
 from cronhooks_common.tokens import ApiTokens
 
 CLIENTS = 8
+# A token is honoured only while its webhook exists and allows the paths (CONTRACT §15):
+# the bench pushes as a real webhook that may write everywhere.
+CREATE = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i) { cronWebhook { id } } }"""
+WRITER = {
+    "url": "https://agent.example/hook",
+    "cronSchedule": "0 0 1 1 *",
+    "instruction": "bench: note apply rate",
+    "readPatterns": ["*"],
+    "writePatterns": ["*"],
+}
 
 
 async def _rate(
@@ -50,12 +60,15 @@ async def _rate(
 
 async def apply_rate() -> list[tuple[str, str]]:
     async with running_cluster() as cluster, aiohttp.ClientSession() as session:
+        created = await cluster.graphql(session, CREATE, {"i": WRITER})
+        assert "errors" not in created, created
+        webhook_id = int(created["data"]["createCronWebhook"]["cronWebhook"]["id"])
         token = ApiTokens(
             master_key=cluster.env["CRONHOOKS_SECRET_KEY"],
             issuer="http://127.0.0.1:8080",
             ttl_seconds=3600,
         ).mint(
-            webhook_id=1,
+            webhook_id=webhook_id,
             delivery_id=1,
             depth=1,
             read_patterns=["*"],
