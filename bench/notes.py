@@ -58,7 +58,10 @@ async def _rate(
     return pushes * batch / (time.perf_counter() - started)
 
 
-async def apply_rate() -> list[tuple[str, str]]:
+async def apply_rate(
+    sizes: tuple[tuple[int, int], ...] = ((1, 2_000), (100, 20_000)),
+) -> list[tuple[str, str]]:
+    """notes/s for each (changes per push, notes in all)."""
     async with running_cluster() as cluster, aiohttp.ClientSession() as session:
         created = await cluster.graphql(session, CREATE, {"i": WRITER})
         assert "errors" not in created, created
@@ -78,7 +81,7 @@ async def apply_rate() -> list[tuple[str, str]]:
         )
         url = f"{cluster.url('importer')}/api/notes"
         rows = []
-        for batch, total in ((1, 2_000), (100, 20_000)):
+        for batch, total in sizes:
             rate = await _rate(session, url, token, batch, total, f"b{batch}")
             rows.append([batch, total, CLIENTS, f"{rate:.0f}"])
     return [
