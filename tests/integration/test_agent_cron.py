@@ -26,6 +26,7 @@ from cronhooks_common.clock import ManualClock
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.keys import active_key, published_jwks
 from cronhooks_common.settings import Settings
+from cronhooks_dispatcher.fire import FireCaller
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.sdk_agent import SdkAgent
 
@@ -787,3 +788,36 @@ async def test_create_agent_input_errors_name_the_graphql_field(
     assert error["extensions"]["field"] == field, error
     _, listed = await r.graphql(admin, "{ agents { id } }")
     assert listed["data"]["agents"] == []
+
+
+async def test_a_burst_of_fires_reads_and_opens_the_signing_key_once(settings: Settings) -> None:
+    """Opening an RSA key costs as much as ~200 signatures: a signer opens each key once,
+    and fires arriving together with no key (or a stale one) wait for one reader."""
+    box = SecretBox(settings.secret_key)
+    clock = ManualClock(datetime.now(UTC))
+    pool = await db.create_pool(settings.database_url, name="fire-keys")
+    try:
+        async with pool.acquire() as conn:
+            first = await active_key(conn, box, algorithm="RS256", now=clock.now())
+            again = await active_key(conn, box, algorithm="RS256", now=clock.now())
+        assert again.kid == first.kid and again.private_key is first.private_key
+
+        caller = FireCaller(
+            pool=pool,
+            http=None,  # type: ignore[arg-type]  # only the key is asked for
+            box=box,
+            clock=clock,
+            algorithm="RS256",
+            writer=None,  # type: ignore[arg-type]
+            issuer=settings.public_url,
+            allow_private=True,
+        )
+        burst = await asyncio.gather(*(caller.signing_key(clock.now()) for _ in range(50)))
+        assert len({id(key) for key in burst}) == 1  # one read served all fifty
+        assert burst[0].kid == first.kid
+        clock.advance(timedelta(minutes=5))  # stale now: read once more, same key
+        later = await asyncio.gather(*(caller.signing_key(clock.now()) for _ in range(50)))
+        assert len({id(key) for key in later}) == 1 and later[0] is not burst[0]
+        assert later[0].private_key is first.private_key
+    finally:
+        await pool.close()

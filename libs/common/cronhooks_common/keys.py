@@ -76,6 +76,22 @@ def public_jwk(private: SigningPrivateKey, *, kid: str, algorithm: str) -> dict[
     return jwk
 
 
+# Opened keys by their sealed row: reading a PEM costs ~30-70 ms for RSA 2048 (the key's
+# consistency checks), as much as two hundred signatures, and a signer asks for the active
+# key every 30 s. A sealed row always opens to the same key, so it is opened once.
+_OPENED: dict[bytes, SigningPrivateKey] = {}
+_MAX_OPENED = 64  # keys are few: active and recently retired ones
+
+
+def _open_private(box: SecretBox, sealed: bytes) -> SigningPrivateKey:
+    private = _OPENED.get(sealed)
+    if private is None:
+        if len(_OPENED) >= _MAX_OPENED:
+            _OPENED.clear()
+        private = _OPENED[sealed] = _load_private(box.open(sealed))
+    return private
+
+
 def _load_private(pem: str) -> SigningPrivateKey:
     private: PrivateKeyTypes = serialization.load_pem_private_key(pem.encode(), None)
     if not isinstance(
@@ -139,7 +155,7 @@ async def active_key(
                 log.info("signing_key_created", kid=kid, algorithm=algorithm, retired=retired)
                 row = await _active_row(conn)
     assert row is not None
-    return SigningKey(row["kid"], row["algorithm"], _load_private(box.open(row["private_key"])))
+    return SigningKey(row["kid"], row["algorithm"], _open_private(box, row["private_key"]))
 
 
 async def rotate(

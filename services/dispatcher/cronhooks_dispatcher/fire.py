@@ -14,6 +14,7 @@ scheduler timers, like delivery retries.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -68,14 +69,23 @@ class FireCaller:
     allow_private: bool
     _key: SigningKey | None = field(default=None, init=False)
     _key_loaded: datetime | None = field(default=None, init=False)
+    _key_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+
+    def _key_fresh(self, now: datetime) -> bool:
+        return self._key_loaded is not None and now - self._key_loaded <= KEY_REFRESH
 
     async def signing_key(self, now: datetime) -> SigningKey:
         # Re-read now and then, so that `cronhooks keys rotate` takes effect everywhere
-        # (the retired key stays published far longer than this).
-        if self._key is None or self._key_loaded is None or now - self._key_loaded > KEY_REFRESH:
-            async with self.pool.acquire() as conn:
-                self._key = await active_key(conn, self.box, algorithm=self.algorithm, now=now)
-            self._key_loaded = now
+        # (the retired key stays published far longer than this). One reader at a time:
+        # a burst of fires finding the key stale would otherwise all read it at once.
+        if self._key is None or not self._key_fresh(now):
+            async with self._key_lock:
+                if self._key is None or not self._key_fresh(now):
+                    async with self.pool.acquire() as conn:
+                        self._key = await active_key(
+                            conn, self.box, algorithm=self.algorithm, now=now
+                        )
+                    self._key_loaded = now
         return self._key
 
     def token(self, key: SigningKey, d: dict[str, Any], now: datetime) -> str:
