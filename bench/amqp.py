@@ -1,0 +1,151 @@
+"""AMQP ceiling: what one event costs on the broker path alone, on this box.
+
+N `delivery.requested`-sized events are published through the relay's own publish path
+(`OutboxRelay._publish`: rounds of one event per stream, publisher confirms) to a queue
+on a scratch vhost, then consumed with manual acks the way the dispatcher's consumer
+does (aio-pika, prefetch, one ack per message). No database, no HTTP: the rate and the
+CPU per event here bound what any delivery path through RabbitMQ can do, and the CPU
+split (client library vs broker) shows which side a saving can come from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import time
+import uuid
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+import aio_pika
+import aiohttp
+
+from bench import cpu
+from bench.common import table
+from bench.harness import AUTH, MANAGEMENT
+from cronhooks_common.broker import declare_exchange
+from cronhooks_common.events import Event
+from cronhooks_common.relay import OutboxRelay
+
+N = 20_000
+ROUND = 1_000  # the relay's batch size
+PREFETCH = 200
+
+
+def _process_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _events(n: int) -> list[Event]:
+    data = {
+        "delivery_id": 1,
+        "webhook_id": 2,
+        "attempt": 1,
+        "trigger": "schedule",
+        "scheduled_for": "2026-12-01T00:00:00+00:00",
+        "missed_count": 0,
+        "target": {
+            "url": "http://127.0.0.1:9/hook",
+            "instruction": "summarise the notes changed today " * 6,
+            "timeout_seconds": 30,
+            "read_patterns": ["*"],
+            "write_patterns": ["*"],
+            "max_retries": 3,
+        },
+    }
+    now = datetime.now(UTC)
+    return [
+        Event(
+            event_id=uuid.uuid4(),
+            type="delivery.requested",
+            stream=f"delivery-{i}",
+            version=1,
+            occurred_at=now,
+            data=data,
+            correlation_id=uuid.uuid4(),
+            actor="scheduler",
+        )
+        for i in range(n)
+    ]
+
+
+async def _measure(channel: aio_pika.abc.AbstractChannel, n: int) -> list[list[object]]:
+    queue = await channel.declare_queue("bench.sink", durable=True)
+    await queue.bind("cronhooks.events", routing_key="#")
+    events = _events(n)
+
+    ours, broker, wall = _process_cpu(), cpu.snapshot(), time.perf_counter()
+    for i in range(0, n, ROUND):
+        await OutboxRelay._publish(events[i : i + ROUND], channel)
+    published = [
+        time.perf_counter() - wall,
+        _process_cpu() - ours,
+        cpu.spent_ms(broker, cpu.snapshot()),
+    ]
+
+    await channel.set_qos(prefetch_count=PREFETCH)
+    got = 0
+    done = asyncio.Event()
+
+    async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+        nonlocal got
+        Event.from_bytes(message.body)  # as every consumer does
+        await message.ack()
+        got += 1
+        if got >= n:
+            done.set()
+
+    ours, broker, wall = _process_cpu(), cpu.snapshot(), time.perf_counter()
+    tag = await queue.consume(on_message)
+    await asyncio.wait_for(done.wait(), 300)
+    consumed = [
+        time.perf_counter() - wall,
+        _process_cpu() - ours,
+        cpu.spent_ms(broker, cpu.snapshot()),
+    ]
+    await queue.cancel(tag)
+
+    rows = []
+    for name, (seconds, client_s, spent) in (
+        ("publish with confirms (relay path)", published),
+        ("consume with manual acks", consumed),
+    ):
+        rows.append(
+            [
+                name,
+                n,
+                f"{n / seconds:.0f}",
+                f"{client_s * 1e6 / n:.0f}",
+                f"{spent['rabbitmq'] * 1000 / n:.0f}",
+            ]
+        )
+    return rows
+
+
+async def ceiling(n: int = N) -> list[tuple[str, str]]:
+    vhost = f"cronhooks-bench-amqp-{uuid.uuid4().hex[:8]}"
+    path = quote(vhost, safe="")
+    async with aiohttp.ClientSession(headers=AUTH) as mgmt:
+        await mgmt.put(f"{MANAGEMENT}/vhosts/{path}")
+        await mgmt.put(
+            f"{MANAGEMENT}/permissions/{path}/guest",
+            json={"configure": ".*", "write": ".*", "read": ".*"},
+        )
+    try:
+        connection = await aio_pika.connect_robust(f"amqp://guest:guest@127.0.0.1:5672/{path}")
+        async with connection:
+            channel = await connection.channel(publisher_confirms=True)
+            await declare_exchange(channel)
+            rows = await _measure(channel, n)
+    finally:
+        async with aiohttp.ClientSession(headers=AUTH) as mgmt:
+            await mgmt.delete(f"{MANAGEMENT}/vhosts/{path}")
+    return [
+        (
+            "AMQP ceiling: one delivery.requested-sized event through RabbitMQ alone",
+            table(
+                ["step", "events", "events/s", "client CPU µs/event", "broker CPU µs/event"], rows
+            ),
+        )
+    ]
