@@ -28,7 +28,7 @@ class Importer:
             issuer=settings.public_url,
             ttl_seconds=settings.api_token_ttl_seconds,
         )
-        self.scopes = WebhookScopes(runtime.pool, settings.database_url)
+        self.scopes = WebhookScopes(runtime.pool)
         callers = Callers(tokens=tokens, scopes=self.scopes, clock=runtime.clock)
         notes = AgentNotes(pool=runtime.pool, clock=runtime.clock)
         add_token_api(runtime.http, notes=notes, callers=callers)
@@ -43,12 +43,10 @@ class Importer:
         )
 
     async def start(self) -> None:
-        await self.scopes.start()
         await self.consumer.start()
 
     async def stop(self) -> None:
         await self.consumer.stop()
-        await self.scopes.stop()
 
 
 async def bootstrap(runtime: Runtime) -> Importer:
