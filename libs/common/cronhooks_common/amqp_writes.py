@@ -1,5 +1,5 @@
 """One socket write for the AMQP frames that are ready together (a publish round, the acks
-of a batch), instead of one write per frame.
+of a batch), instead of one write per frame; and a publish round queued in one go.
 
 aiormq's connection writer takes one frame from its queue and writes it, then the next:
 a publish round of a thousand events is a thousand `send` calls, and on this hot path a
@@ -9,9 +9,17 @@ the broker sees exactly the same stream), the flags kept — a frame that must b
 (its publisher waits for the write) is drained after the combined write, a close frame
 ends the combination and closes as before.
 
-It replaces one method of aiormq's `FrameGenerator`, so it checks the version it was
-written for (`cronhooks_common.broker` installs it at import); any other version runs
-aiormq's own writer unchanged and logs that.
+`queue_confirmed_round` queues a whole round of publishes under one hold of the channel
+lock: aiormq's `basic_publish` costs, per message, a timeout and two context managers,
+a lock, a task (gathered), pamqp's validation and marshalling of the same method frame,
+together about as much CPU as the broker spends on the message. Here the method frame
+is marshalled once per routing key, and each message takes the next delivery tag and a
+confirmation future of the channel exactly as `basic_publish` would (so a closing channel
+rejects them, as it rejects its own).
+
+Both reach into aiormq's internals, so they check the version they were written for
+(`cronhooks_common.broker` installs at import); any other version runs aiormq's own
+writer and `basic_publish` unchanged and logs that.
 """
 
 from __future__ import annotations
@@ -20,9 +28,13 @@ import asyncio
 from importlib.metadata import version
 from typing import Any
 
+import pamqp.frame
 import structlog
 from aiormq import connection as aiormq_connection
 from aiormq.abc import ChannelFrame
+from aiormq.exceptions import ChannelInvalidStateError
+from pamqp.commands import Basic
+from pamqp.header import ContentHeader
 
 log = structlog.get_logger(__name__)
 
@@ -73,11 +85,57 @@ async def _combining_anext(self: Any) -> ChannelFrame | CombinedFrame:
     return combine_ready(first, self.queue)
 
 
+INSTALLED = False
+_METHOD_FRAMES: dict[tuple[str, str, int], bytes] = {}
+
+
+def _method_frame(exchange: str, routing_key: str, channel_number: int) -> bytes:
+    key = (exchange, routing_key, channel_number)
+    frame = _METHOD_FRAMES.get(key)
+    if frame is None:
+        if len(_METHOD_FRAMES) > 10_000:
+            _METHOD_FRAMES.clear()
+        publish = Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=False)
+        frame = _METHOD_FRAMES[key] = pamqp.frame.marshal(publish, channel_number)
+    return frame
+
+
+async def queue_confirmed_round(
+    channel: Any,  # an aiormq.Channel in confirm mode (aio-pika's underlay)
+    exchange: str,
+    messages: list[tuple[str, bytes, Basic.Properties]],
+) -> list[asyncio.Future[Any]]:
+    """Queue `(routing key, body, properties)` publishes on a confirm-mode channel, in order;
+    the confirmation future of each (what `basic_publish` would have awaited)."""
+    confirmations: list[asyncio.Future[Any]] = []
+    number = channel.number
+    async with channel.lock:
+        if channel.is_closed:  # the relay reconnects and publishes the round again
+            raise ChannelInvalidStateError("channel closed before a publish round")
+        for routing_key, body, properties in messages:
+            parts = [_method_frame(exchange, routing_key, number)]
+            parts.append(pamqp.frame.marshal(ContentHeader(0, len(body), properties), number))
+            parts.extend(pamqp.frame.marshal(part, number) for part in channel._split_body(body))
+            frame = ChannelFrame(payload=b"".join(parts), should_close=False)
+            # The write queue is bounded: this waits while the writer catches up. Only once
+            # the frame is queued does it take a delivery tag (no await in between, so no
+            # confirm can come first): a cancelled wait leaves the broker's count and ours
+            # the same, as basic_publish's rollback does.
+            await channel.write_queue.put(frame)
+            channel.delivery_tag += 1
+            confirmation = channel.create_future()
+            channel.confirmations[channel.delivery_tag] = confirmation
+            confirmations.append(confirmation)
+    return confirmations
+
+
 def install() -> bool:
     """Combine queued frames in aiormq's writer; False (and a log line) if not installed."""
+    global INSTALLED
     found = version("aiormq")
     if found != FOR_AIORMQ:
         log.warning("amqp_write_combining_off", aiormq=found, written_for=FOR_AIORMQ)
         return False
     aiormq_connection.FrameGenerator.__anext__ = _combining_anext  # type: ignore[method-assign,assignment]
+    INSTALLED = True
     return True

@@ -8,6 +8,7 @@ the event id and whose `type` is the routing key. Each consumer gets a durable q
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import aio_pika
 import structlog
@@ -68,6 +69,21 @@ def properties(event: Event) -> Basic.Properties:
         timestamp=event.occurred_at,
         headers={"stream": event.stream, "version": event.version},
     )
+
+
+async def publish_round(channel: AbstractChannel, events: Sequence[Event]) -> None:
+    """Publish `events` (at most one per stream) on a confirm-mode channel; return once the
+    broker has taken every one. Queued in one go where aiormq is the version
+    `amqp_writes` knows, else one `publish_confirmed` each."""
+    if not amqp_writes.INSTALLED:
+        await asyncio.gather(*(publish_confirmed(channel, e) for e in events))
+        return
+    underlay = await channel.get_underlay_channel()
+    messages = [(e.type, e.to_bytes(), properties(e)) for e in events]
+    confirmations = await amqp_writes.queue_confirmed_round(underlay, EXCHANGE, messages)
+    for confirmation in await asyncio.gather(*confirmations):
+        if not isinstance(confirmation, Basic.Ack):
+            raise aio_pika.exceptions.DeliveryError(None, confirmation)
 
 
 async def publish_confirmed(channel: AbstractChannel, event: Event) -> None:

@@ -30,7 +30,7 @@ from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from prometheus_client import Counter, Gauge
 
 from cronhooks_common import db
-from cronhooks_common.broker import TRANSIENT_AMQP_ERRORS, declare_exchange, publish_confirmed
+from cronhooks_common.broker import TRANSIENT_AMQP_ERRORS, declare_exchange, publish_round
 from cronhooks_common.events import Event
 from cronhooks_common.eventstore import _COLUMNS, event_from_row
 
@@ -148,4 +148,4 @@ class OutboxRelay:
             # A confirm that never comes (the broker died mid-round) must not hang the
             # relay: time out, reconnect, publish the rows again.
             async with asyncio.timeout(PUBLISH_TIMEOUT):
-                await asyncio.gather(*(publish_confirmed(channel, e) for e in round_))
+                await publish_round(channel, round_)
