@@ -82,5 +82,28 @@ async def connect(dsn: str, *, name: str) -> asyncpg.Connection:
     return conn
 
 
+async def wake_on_notify(dsn: str, channel: str, wake: asyncio.Event, *, name: str) -> None:
+    """LISTEN on `channel` forever (until cancelled), setting `wake` on every notification.
+    Also set when (re)connected: anything may have happened while nobody listened, so the
+    waiter looks once. Reconnects after the database goes away."""
+    while True:
+        try:
+            conn = await connect(dsn, name=name)
+        except TRANSIENT_DB_ERRORS:
+            await asyncio.sleep(0.5)
+            continue
+        lost = asyncio.Event()
+        conn.add_termination_listener(lambda _, lost=lost: lost.set())
+        try:
+            await conn.add_listener(channel, lambda *_: wake.set())
+            wake.set()
+            await lost.wait()
+        except TRANSIENT_DB_ERRORS:
+            pass
+        finally:
+            conn.terminate()
+        log.warning("listener_lost", channel=channel, listener=name)
+
+
 def record_to_dict(record: asyncpg.Record | None) -> dict[str, Any] | None:
     return None if record is None else dict(record)

@@ -43,7 +43,9 @@ class SchedulerLoop:
         self._wake.set()
 
     async def run(self) -> None:
-        self._listener = asyncio.create_task(self._listen())
+        self._listener = asyncio.create_task(
+            db.wake_on_notify(self._dsn, TIMERS_CHANNEL, self._wake, name="scheduler-listen")
+        )
         try:
             while True:
                 try:
@@ -70,21 +72,3 @@ class SchedulerLoop:
         deadline = min(next_due or now + MAX_SLEEP, now + MAX_SLEEP)
         await self._clock.sleep_until(deadline, self._wake)
 
-    async def _listen(self) -> None:
-        while True:
-            try:
-                conn = await db.connect(self._dsn, name="scheduler-listen")
-            except TRANSIENT_DB_ERRORS:
-                await asyncio.sleep(0.5)
-                continue
-            lost = asyncio.Event()
-            conn.add_termination_listener(lambda _, lost=lost: lost.set())
-            try:
-                await conn.add_listener(TIMERS_CHANNEL, lambda *_: self._wake.set())
-                self._wake.set()
-                await lost.wait()
-            except TRANSIENT_DB_ERRORS:
-                pass
-            finally:
-                conn.terminate()
-            log.warning("scheduler_listener_lost")
