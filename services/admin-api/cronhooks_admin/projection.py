@@ -220,7 +220,3 @@ async def apply_batch(conn: asyncpg.Connection, events: Sequence[Event]) -> None
                 kinds[batch].append(event)
         for batch, of_kind in kinds.items():
             await batch(conn, of_kind)
-
-
-async def apply(conn: asyncpg.Connection, event: Event) -> None:
-    await apply_batch(conn, [event])

@@ -33,6 +33,16 @@ HELD_BACK_FIRST = 0.005
 PROJECTED = Counter("cronhooks_admin_projected_events_total", "Events applied by the projector")
 
 
+async def save_checkpoint(conn: asyncpg.Connection, checkpoint: Checkpoint) -> None:
+    """Where the live projection stands, in the transaction that applied up to it."""
+    await conn.execute(
+        "update admin.projection_checkpoints set txid = $1, position = $2, updated_at = now()"
+        " where name = 'live'",
+        checkpoint.txid,
+        checkpoint.position,
+    )
+
+
 class Projector:
     def __init__(
         self,
@@ -50,7 +60,8 @@ class Projector:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._listen()), asyncio.create_task(self._run())]
+        listen = db.wake_on_notify(self._dsn, NOTIFY_CHANNEL, self._wake, name="admin-projector")
+        self._tasks = [asyncio.create_task(listen), asyncio.create_task(self._run())]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -96,30 +107,7 @@ class Projector:
             events, last = await read_after(conn, after, self._batch_size)
             if events:
                 await projection.apply_batch(conn, events)
-                await conn.execute(
-                    "update admin.projection_checkpoints set txid = $1, position = $2,"
-                    " updated_at = now() where name = 'live'",
-                    last.txid,
-                    last.position,
-                )
+                await save_checkpoint(conn, last)
                 PROJECTED.inc(len(events))
             return len(events), await held_back(conn, last)
 
-    async def _listen(self) -> None:
-        while True:
-            try:
-                conn = await db.connect(self._dsn, name="admin-projector")
-            except TRANSIENT_DB_ERRORS:
-                await asyncio.sleep(0.5)
-                continue
-            lost = asyncio.Event()
-            conn.add_termination_listener(lambda _, lost=lost: lost.set())
-            try:
-                await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
-                self._wake.set()
-                await lost.wait()
-            except TRANSIENT_DB_ERRORS:
-                pass
-            finally:
-                conn.terminate()
-            log.warning("projector_listener_lost")

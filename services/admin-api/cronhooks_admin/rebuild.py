@@ -14,7 +14,7 @@ import asyncpg
 import structlog
 
 from cronhooks_admin import projection
-from cronhooks_admin.projector import PROJECTOR_LOCK
+from cronhooks_admin.projector import PROJECTOR_LOCK, save_checkpoint
 from cronhooks_admin.tail import START, read_after
 from cronhooks_common import db
 
@@ -41,17 +41,7 @@ async def rebuild(conn: asyncpg.Connection) -> tuple[int, int]:
                 break
             await projection.apply_batch(conn, events)
             replayed += len(events)
-        for name in ("admin", "live"):  # "admin": where the last rebuild stopped
-            await conn.execute(
-                """
-                insert into admin.projection_checkpoints (name, position, txid) values ($1, $2, $3)
-                on conflict (name) do update set position = excluded.position,
-                    txid = excluded.txid, updated_at = now()
-                """,
-                name,
-                checkpoint.position,
-                checkpoint.txid,
-            )
+        await save_checkpoint(conn, checkpoint)
     log.info("projections_rebuilt", events=replayed, position=checkpoint.position)
     return replayed, checkpoint.position
 
