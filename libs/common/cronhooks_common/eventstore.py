@@ -149,7 +149,7 @@ async def append_many(
     ]
 
 
-async def stream_version(conn: asyncpg.Connection, stream: str) -> int:
+async def stream_version(conn: asyncpg.Connection | asyncpg.Pool, stream: str) -> int:
     """The current version of `stream` (0 if it has no events)."""
     version: int = await conn.fetchval(
         "select coalesce(max(version), 0) from eventstore.events where stream = $1", stream

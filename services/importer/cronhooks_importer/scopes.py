@@ -16,12 +16,11 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from cronhooks_common import eventstore
 from cronhooks_common.events import webhook_stream
 from cronhooks_common.webhooks import load_webhook
 
 MAX_CACHED = 100_000
-
-_VERSION = "select max(version) from eventstore.events where stream = $1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +42,8 @@ class WebhookScopes:
         self._cache: dict[int, tuple[int, Scope]] = {}  # webhook id → (stream version, scope)
 
     async def of(self, webhook_id: int) -> Scope:
-        version: int | None = await self._pool.fetchval(_VERSION, webhook_stream(webhook_id))
-        if version is None:
+        version = await eventstore.stream_version(self._pool, webhook_stream(webhook_id))
+        if version == 0:
             return GONE  # never existed
         cached = self._cache.get(webhook_id)
         if cached is not None and cached[0] == version:
