@@ -25,6 +25,7 @@ writer and `basic_publish` unchanged and logs that.
 from __future__ import annotations
 
 import asyncio
+import functools
 from importlib.metadata import version
 from typing import Any
 
@@ -86,18 +87,10 @@ async def _combining_anext(self: Any) -> ChannelFrame | CombinedFrame:
 
 
 INSTALLED = False
-_METHOD_FRAMES: dict[tuple[str, str, int], bytes] = {}
-
-
+@functools.lru_cache(maxsize=1024)  # routing keys are event types: a few dozen
 def _method_frame(exchange: str, routing_key: str, channel_number: int) -> bytes:
-    key = (exchange, routing_key, channel_number)
-    frame = _METHOD_FRAMES.get(key)
-    if frame is None:
-        if len(_METHOD_FRAMES) > 10_000:
-            _METHOD_FRAMES.clear()
-        publish = Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=False)
-        frame = _METHOD_FRAMES[key] = pamqp.frame.marshal(publish, channel_number)
-    return frame
+    publish = Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=False)
+    return pamqp.frame.marshal(publish, channel_number)
 
 
 async def queue_confirmed_round(

@@ -11,6 +11,7 @@ live at most 120 s, verifiers allow 30 s of leeway, signers may cache a key for 
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -78,18 +79,11 @@ def public_jwk(private: SigningPrivateKey, *, kid: str, algorithm: str) -> dict[
 
 # Opened keys by their sealed row: reading a PEM costs ~30-70 ms for RSA 2048 (the key's
 # consistency checks), as much as two hundred signatures, and a signer asks for the active
-# key every 30 s. A sealed row always opens to the same key, so it is opened once.
-_OPENED: dict[bytes, SigningPrivateKey] = {}
-_MAX_OPENED = 64  # keys are few: active and recently retired ones
-
-
+# key every 30 s. A sealed row always opens to the same key, so it is opened once (keys
+# are few: the active one and recently retired ones).
+@functools.lru_cache(maxsize=64)
 def _open_private(box: SecretBox, sealed: bytes) -> SigningPrivateKey:
-    private = _OPENED.get(sealed)
-    if private is None:
-        if len(_OPENED) >= _MAX_OPENED:
-            _OPENED.clear()
-        private = _OPENED[sealed] = _load_private(box.open(sealed))
-    return private
+    return _load_private(box.open(sealed))
 
 
 def _load_private(pem: str) -> SigningPrivateKey:
