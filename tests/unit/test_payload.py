@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from cronhooks_dispatcher.payload import RESPONSE_SCHEMA, build_body, encode, redacted
+from cronhooks_dispatcher.payload import RESPONSE_SCHEMA, build_body, encode, recorded, redacted
 
 TARGET = {
     "url": "http://agent/hook",
@@ -63,3 +63,17 @@ def test_api_token_and_url_only_with_pass_api_key() -> None:
 def test_encoding_is_compact_utf8() -> None:
     raw = encode({"instruction": "Сгенерируй ✓"})
     assert raw == '{"instruction":"Сгенерируй ✓"}'.encode()
+
+
+def test_the_recorded_body_is_the_redacted_one_whether_or_not_a_token_is_in_it() -> None:
+    odd = {**TARGET, "instruction": "Résumé 🗓 and a lone \ud800 surrogate"}
+    with_token = build_body(
+        {**REQUEST, "target": {**odd, "pass_api_key": True}},
+        timestamp=1,
+        api_token="eyJ.secret-token.sig",
+        api_url="http://127.0.0.1:8081",
+    )
+    without = build_body({**REQUEST, "target": odd}, timestamp=1, api_token=None, api_url=None)
+    for body in (with_token, without):
+        assert recorded(body, encode(body)) == redacted(body)
+    assert "secret-token" not in recorded(with_token, encode(with_token))

@@ -28,11 +28,13 @@ def dumps_bytes(value: Any) -> bytes:
         )
 
 
+def text(raw: bytes) -> str:
+    """`dumps_bytes` output as text (lone surrogates kept, as the standard library keeps them)."""
+    return raw.decode("utf-8", "surrogatepass")
+
+
 def dumps(value: Any) -> str:
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text(dumps_bytes(value))
 
 
 def loads(raw: str | bytes) -> Any:

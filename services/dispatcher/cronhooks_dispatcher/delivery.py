@@ -18,6 +18,8 @@ consecutive failures disable it.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -82,20 +84,12 @@ class Attempt:
 class SigningKeys:
     """The signing keys of each sealed secret, derived once. Opening a secret (Fernet) costs
     as much as signing the request; a herd signs with the same secrets over and over. Keyed
-    by the ciphertext: a rotated secret is a new entry, the old one simply goes unused."""
+    by the ciphertext: a rotated secret is a new entry, the old one ages out."""
 
     def __init__(self, box: SecretBox, size: int = 20_000) -> None:
-        self._box = box
-        self._size = size
-        self._keys: dict[bytes, SecretKeys] = {}
-
-    def of(self, sealed: bytes) -> SecretKeys:
-        keys = self._keys.get(sealed)
-        if keys is None:
-            if len(self._keys) >= self._size:
-                self._keys.clear()
-            keys = self._keys[sealed] = SecretKeys.of(self._box.open(sealed))
-        return keys
+        self.of: Callable[[bytes], SecretKeys] = functools.lru_cache(maxsize=size)(
+            lambda sealed: SecretKeys.of(box.open(sealed))
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,17 +180,18 @@ class Dispatcher:
                 body = payload.build_body(
                     request, timestamp=int(started_at.timestamp()), api_token=None, api_url=None
                 )
+                recorded = payload.redacted(body)
                 result = sender.HttpResult(None, b"", "webhook has no secret", 0)
             else:
                 IN_FLIGHT.inc()
                 try:
-                    body, result = await self._send(request, self.keys.of(sealed), started_at)
+                    recorded, result = await self._send(request, self.keys.of(sealed), started_at)
                 finally:
                     IN_FLIGHT.dec()
             attempt = Attempt(
                 request=request,
                 started_at=started_at,
-                request_body=payload.redacted(body),
+                request_body=recorded,
                 response_status=result.status,
                 response_body=(
                     storable(result.body[:MAX_LOGGED_RESPONSE].decode("utf-8", "replace"))
@@ -216,7 +211,8 @@ class Dispatcher:
 
     async def _send(
         self, request: dict[str, Any], keys: SecretKeys, now: datetime
-    ) -> tuple[dict[str, Any], sender.HttpResult]:
+    ) -> tuple[str, sender.HttpResult]:
+        """POST the signed request; (the body as recorded, what came back)."""
         target = request["target"]
         timestamp = int(now.timestamp())
         token = None
@@ -249,7 +245,7 @@ class Dispatcher:
             timeout_seconds=float(target["timeout_seconds"]),
             allow_private=self.allow_private,
         )
-        return body, result
+        return payload.recorded(body, raw), result
 
     # --- recording (each runs inside a group-committed savepoint) -------------------------
 
