@@ -24,6 +24,7 @@ from bench import cpu
 from bench.common import table
 from bench.harness import AUTH, MANAGEMENT
 from cronhooks_common.broker import declare_exchange
+from cronhooks_common.consumer import Consumer
 from cronhooks_common.events import Event
 from cronhooks_common.relay import OutboxRelay
 
@@ -70,14 +71,48 @@ def _events(n: int) -> list[Event]:
     ]
 
 
-async def _measure(channel: aio_pika.abc.AbstractChannel, n: int) -> list[list[object]]:
+async def _publish_all(channel: aio_pika.abc.AbstractChannel, events: list[Event]) -> None:
+    for i in range(0, len(events), ROUND):
+        await OutboxRelay._publish(events[i : i + ROUND], channel)
+
+
+def _sink(
+    connection: aio_pika.abc.AbstractRobustConnection, n: int
+) -> tuple[Consumer, asyncio.Event]:
+    """The services' consumer with free workers (as the dispatcher runs it), counting."""
+    handled = 0
+    done = asyncio.Event()
+
+    async def count(_: Event) -> None:
+        nonlocal handled
+        handled += 1
+        if handled >= n:
+            done.set()
+
+    consumer = Consumer(
+        name="bench-sink",
+        amqp=connection,
+        pool=None,
+        inbox="unused",
+        routing_keys=["#"],
+        free=count,
+        prefetch=PREFETCH,
+        workers=PREFETCH,
+    )
+    return consumer, done
+
+
+async def _measure(
+    connection: aio_pika.abc.AbstractRobustConnection,
+    channel: aio_pika.abc.AbstractChannel,
+    n: int,
+) -> list[list[object]]:
     queue = await channel.declare_queue("bench.sink", durable=True)
     await queue.bind("cronhooks.events", routing_key="#")
     events = _events(n)
 
     ours, broker, wall = _process_cpu(), cpu.snapshot(), time.perf_counter()
-    for i in range(0, n, ROUND):
-        await OutboxRelay._publish(events[i : i + ROUND], channel)
+    await _publish_all(channel, events)
     published = [
         time.perf_counter() - wall,
         _process_cpu() - ours,
@@ -105,11 +140,30 @@ async def _measure(channel: aio_pika.abc.AbstractChannel, n: int) -> list[list[o
         cpu.spent_ms(broker, cpu.snapshot()),
     ]
     await queue.cancel(tag)
+    await queue.delete()
+
+    # The same again through the services' consumer: raw deliveries, bulk acks. Its queue
+    # is declared (a start and stop) before the events are published into it.
+    declaring, _ = _sink(connection, n)
+    await declaring.start()
+    await declaring.stop()
+    await _publish_all(channel, _events(n))
+    consumer, done = _sink(connection, n)
+    ours, broker, wall = _process_cpu(), cpu.snapshot(), time.perf_counter()
+    await consumer.start()
+    await asyncio.wait_for(done.wait(), 300)
+    ours_consumed = [
+        time.perf_counter() - wall,
+        _process_cpu() - ours,
+        cpu.spent_ms(broker, cpu.snapshot()),
+    ]
+    await consumer.stop()
 
     rows = []
     for name, (seconds, client_s, spent) in (
         ("publish with confirms (relay path)", published),
-        ("consume with manual acks", consumed),
+        ("consume with manual acks (aio-pika, one ack each)", consumed),
+        ("consume with cronhooks' Consumer (free workers, bulk acks)", ours_consumed),
     ):
         rows.append(
             [
@@ -137,7 +191,7 @@ async def ceiling(n: int = N) -> list[tuple[str, str]]:
         async with connection:
             channel = await connection.channel(publisher_confirms=True)
             await declare_exchange(channel)
-            rows = await _measure(channel, n)
+            rows = await _measure(connection, channel, n)
     finally:
         async with aiohttp.ClientSession(headers=AUTH) as mgmt:
             await mgmt.delete(f"{MANAGEMENT}/vhosts/{path}")

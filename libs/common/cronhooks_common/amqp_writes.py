@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import struct
 from importlib.metadata import version
 from typing import Any
 
@@ -132,3 +133,26 @@ def install() -> bool:
     aiormq_connection.FrameGenerator.__anext__ = _combining_anext  # type: ignore[method-assign,assignment]
     INSTALLED = True
     return True
+
+
+# Basic.Ack as a method frame: type 1, channel, payload size 13, class 60 / method 80,
+# the delivery tag, the `multiple` bit; then the frame end octet.
+_ACK_FRAME = struct.Struct(">BHIHHQBB")
+
+
+def ack_frame(channel_number: int, delivery_tag: int, multiple: bool) -> bytes:
+    return _ACK_FRAME.pack(1, channel_number, 13, 60, 80, delivery_tag, multiple, 0xCE)
+
+
+async def queue_acks(channel: Any, acks: list[tuple[int, bool]]) -> None:
+    """Queue `(delivery tag, multiple)` acks on an aiormq channel as one frame (one socket
+    write); aiormq's `basic_ack` each where aiormq is not the version this was written for."""
+    if not INSTALLED:
+        for tag, multiple in acks:
+            await channel.basic_ack(tag, multiple=multiple, wait=False)
+        return
+    if channel.is_closed:
+        raise ChannelInvalidStateError("channel closed before its acks")
+    number = channel.number
+    payload = b"".join(ack_frame(number, tag, multiple) for tag, multiple in acks)
+    await channel.write_queue.put(ChannelFrame(payload=payload, should_close=False))

@@ -10,7 +10,7 @@ Two ways to handle messages:
   order; the handler runs for each event inside one database transaction together with
   the inbox rows of the batch (one statement). An event already in the inbox is skipped,
   so a redelivery after a crash or a broker reconnect has no second effect. The batch
-  commits once, then one `multiple` ack settles all its messages.
+  commits once, then its acks leave together.
 * free: `workers` tasks each take one message and call the handler without a
   transaction; the handler is responsible for idempotency (with `claim_event`) and for
   acting on the stored event (`trust.as_stored`, batched with its own lookups). The
@@ -25,6 +25,12 @@ Transient failures (database or broker gone) leave the message unacked and retry
 backoff for as long as it takes. Any other exception is retried a few times too (an
 infrastructure fault can surface as an unexpected error); only a message that keeps
 failing is logged and dead-lettered.
+
+Messages are taken from aiormq's channel as they arrive, without aio-pika's per-message
+object and task (on the dispatcher's hot path they cost more than the broker spends on
+the message); the consumer re-subscribes whenever the robust channel is reopened. Acks
+go through `AckBatcher` (acks.py): those ready in one loop turn leave as one write,
+mostly as `multiple` acks.
 """
 
 from __future__ import annotations
@@ -32,15 +38,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable
+from typing import cast
 from uuid import UUID
 
 import aio_pika
+import aiormq
 import asyncpg
 import structlog
-from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
+from aio_pika.abc import AbstractRobustConnection
+from aiormq.abc import DeliveredMessage
 from prometheus_client import Counter
 
 from cronhooks_common import eventstore
+from cronhooks_common.acks import AckBatcher
 from cronhooks_common.broker import (
     DEAD_LETTER_EXCHANGE,
     TRANSIENT_AMQP_ERRORS,
@@ -59,6 +69,7 @@ CONSUMED = Counter(
     "cronhooks_events_consumed_total", "Events taken from the queue", ["consumer", "outcome"]
 )
 TRANSIENT = (*TRANSIENT_DB_ERRORS, *TRANSIENT_AMQP_ERRORS)
+RESUBSCRIBE_CHECK_SECONDS = 1.0  # how often the subscription is checked after a reconnect
 POISON_TRIES = 5  # attempts before a message that fails with a non-transient error is parked
 
 
@@ -94,7 +105,7 @@ class Consumer:
         *,
         name: str,
         amqp: AbstractRobustConnection,
-        pool: asyncpg.Pool,
+        pool: asyncpg.Pool | None,  # free handlers bring their own
         inbox: str,
         routing_keys: Iterable[str],
         transactional: TransactionalHandler | None = None,
@@ -105,6 +116,8 @@ class Consumer:
     ) -> None:
         if (transactional is None) == (free is None):
             raise ValueError("give exactly one of transactional= or free=")
+        if transactional is not None and pool is None:
+            raise ValueError("a transactional consumer needs the pool")
         self.name = name
         self.queue_name = f"cronhooks.{name}"
         self._amqp = amqp
@@ -116,10 +129,13 @@ class Consumer:
         self._prefetch = prefetch
         self._workers = workers if free else 1
         self._batch_size = batch_size if transactional else 1
-        self._inflight: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
+        self._inflight: asyncio.Queue[DeliveredMessage] = asyncio.Queue()
+        self._acks = AckBatcher()
         self._tasks: list[asyncio.Task[None]] = []
-        self._queue: aio_pika.abc.AbstractQueue | None = None
-        self._consumer_tag: str | None = None
+        self._channel: aio_pika.abc.AbstractRobustChannel | None = None
+        self._subscription: tuple[aiormq.Channel, str] | None = None
+        self._stopping = False
+        self._subscribing = asyncio.Lock()
 
     async def start(self) -> None:
         channel = await self._amqp.channel()
@@ -140,21 +156,60 @@ class Consumer:
         )
         for key in self._routing_keys:
             await queue.bind(exchange, routing_key=key)
-        self._queue = queue
+        self._channel = channel
         self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
-        self._consumer_tag = await queue.consume(self._inflight.put)
+        # aio-pika restores the queue and its bindings when the channel is reopened after
+        # a connection loss; the subscription is ours to renew: at once when the channel
+        # reports it is reopened, and by a watch in case that subscribe failed (aio-pika
+        # swallows a reopen callback's error, and a channel closed while it is restored
+        # is not restored again by itself).
+        channel.reopen_callbacks.add(self._resubscribe)  # type: ignore[arg-type]
+        await self._subscribe(channel)
+        self._tasks.append(asyncio.create_task(self._keep_subscribed(channel)))
         log.info("consumer_started", queue=self.queue_name, keys=list(self._routing_keys))
+
+    async def _subscribe(self, channel: aio_pika.abc.AbstractRobustChannel) -> bool:
+        """Consume on the channel's current underlay unless already; True if it subscribed."""
+        async with self._subscribing:
+            underlay = cast(aiormq.Channel, await channel.get_underlay_channel())
+            if self._subscription is not None:
+                held, tag = self._subscription
+                if held is underlay and not held.is_closed and tag in held.consumers:
+                    return False
+            ok = await underlay.basic_consume(self.queue_name, self._arrived)
+            assert ok.consumer_tag is not None
+            self._subscription = (underlay, ok.consumer_tag)
+            return True
+
+    async def _resubscribe(self, channel: aio_pika.abc.AbstractRobustChannel) -> None:
+        if not self._stopping and await self._subscribe(channel):
+            log.info("consumer_resubscribed", queue=self.queue_name)
+
+    async def _keep_subscribed(self, channel: aio_pika.abc.AbstractRobustChannel) -> None:
+        while not self._stopping:
+            await asyncio.sleep(RESUBSCRIBE_CHECK_SECONDS)
+            try:
+                await asyncio.wait_for(self._resubscribe(channel), RESUBSCRIBE_CHECK_SECONDS * 5)
+            except TRANSIENT as exc:  # a timeout among them
+                log.warning("consumer_resubscribe_failed", queue=self.queue_name, error=repr(exc))
+
+    async def _arrived(self, message: DeliveredMessage) -> None:
+        self._acks.delivered(message)
+        self._inflight.put_nowait(message)
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Stop taking messages, finish those in hand (up to `timeout`), give back the rest."""
-        if self._queue is not None and self._consumer_tag is not None:
+        self._stopping = True
+        if self._subscription is not None:
+            underlay, tag = self._subscription
             with contextlib.suppress(*TRANSIENT):
-                await self._queue.cancel(self._consumer_tag)
+                await underlay.basic_cancel(tag)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._inflight.join(), timeout)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._acks.drain()
         # Unacked messages return to the queue when the channel closes.
 
     async def _work(self) -> None:
@@ -169,15 +224,19 @@ class Consumer:
                 for _ in batch:
                     self._inflight.task_done()
 
-    async def _handle_batch(self, batch: list[AbstractIncomingMessage]) -> None:
-        parsed: list[tuple[AbstractIncomingMessage, Event]] = []
+    async def _handle_batch(self, batch: list[DeliveredMessage]) -> None:
+        parsed: list[tuple[DeliveredMessage, Event]] = []
         for message in batch:
             try:
                 parsed.append((message, Event.from_bytes(message.body)))
             except (ValueError, KeyError, TypeError) as exc:
-                log.error("message_malformed", error=repr(exc), message_id=message.message_id)
+                log.error(
+                    "message_malformed",
+                    error=repr(exc),
+                    message_id=message.header.properties.message_id,
+                )
                 CONSUMED.labels(self.name, "dead_lettered").inc()
-                await self._settle(message.reject(requeue=False))
+                await self._acks.reject(message)
         if not parsed:
             return
         if self._free is not None:
@@ -187,7 +246,8 @@ class Consumer:
 
         async def transact_and_ack() -> None:
             await self._transact(parsed)
-            await self._ack_batch([message for message, _ in parsed])
+            for message, _ in parsed:
+                self._acks.ack(message)
 
         error = await self._with_retries(transact_and_ack)
         if error is None:
@@ -200,7 +260,7 @@ class Consumer:
 
     async def _run(
         self,
-        message: AbstractIncomingMessage,
+        message: DeliveredMessage,
         event: Event,
         handle: Callable[[Event], Awaitable[None]],
     ) -> None:
@@ -210,7 +270,7 @@ class Consumer:
 
             async def one() -> None:
                 await handle(event)
-                await self._settle(message.ack())
+                self._acks.ack(message)
 
             error = await self._with_retries(one)
             if error is None:
@@ -238,11 +298,11 @@ class Consumer:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    def _transact_one(self, message: AbstractIncomingMessage) -> Callable[[Event], Awaitable[None]]:
+    def _transact_one(self, message: DeliveredMessage) -> Callable[[Event], Awaitable[None]]:
         return lambda event: self._transact([(message, event)])
 
-    async def _transact(self, parsed: list[tuple[AbstractIncomingMessage, Event]]) -> None:
-        assert self._transactional is not None
+    async def _transact(self, parsed: list[tuple[DeliveredMessage, Event]]) -> None:
+        assert self._transactional is not None and self._pool is not None
         async with self._pool.acquire() as conn, conn.transaction():
             stored = await eventstore.read_events(conn, [event.event_id for _, event in parsed])
             genuine = [
@@ -259,26 +319,8 @@ class Consumer:
                     ):
                         await self._transactional(conn, event)
 
-    async def _ack_batch(self, messages: list[AbstractIncomingMessage]) -> None:
-        """One `multiple` ack per channel, on the batch's last delivery tag. It covers the
-        whole batch and nothing else: the one transactional worker takes messages in
-        delivery order, and every earlier message is settled already. (After a reconnect
-        a batch can hold messages of the old channel; their ack fails quietly and the
-        broker redelivers them, which the inbox absorbs.)"""
-        last: dict[int, AbstractIncomingMessage] = {}
-        for message in messages:
-            try:
-                channel = id(message.channel)
-            except TRANSIENT_AMQP_ERRORS:
-                continue  # its channel is closed: the broker hands the message out again
-            held = last.get(channel)
-            if held is None or (message.delivery_tag or 0) > (held.delivery_tag or 0):
-                last[channel] = message
-        for message in last.values():
-            await self._settle(message.ack(multiple=True))
-
     async def _dead_letter(
-        self, message: AbstractIncomingMessage, event: Event, error: Exception
+        self, message: DeliveredMessage, event: Event, error: Exception
     ) -> None:
         log.error(
             "event_dead_lettered",
@@ -288,11 +330,5 @@ class Consumer:
             stream=event.stream,
             exc_info=error,
         )
-        await self._settle(message.reject(requeue=False))
+        await self._acks.reject(message)
         CONSUMED.labels(self.name, "dead_lettered").inc()
-
-    @staticmethod
-    async def _settle(settling: Awaitable[None]) -> None:
-        # If the channel died, the broker redelivers the message; the inbox absorbs it.
-        with contextlib.suppress(*TRANSIENT_AMQP_ERRORS):
-            await settling
