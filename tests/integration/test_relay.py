@@ -20,7 +20,7 @@ import pytest
 
 from cronhooks_common import broker, db, eventstore
 from cronhooks_common.events import Causation, Event, NewEvent
-from cronhooks_common.relay import RELAY_LOCK, OutboxRelay
+from cronhooks_common.relay import RELAY_LOCK, STANDBY_POLL_SECONDS, OutboxRelay
 
 WRITERS = 8
 EVENTS = 2000
@@ -228,3 +228,53 @@ async def test_relay_publishes_a_slow_transaction_that_a_position_tailer_skips(
     finally:
         for conn in (a, b, tailer):
             await conn.close()
+
+
+async def test_a_standby_relay_holds_no_snapshot(
+    database_url: str, amqp: broker.AbstractRobustConnection
+) -> None:
+    """A relay waiting for the lead must not pin the cluster's xmin horizon: a statement
+    waiting in `pg_advisory_lock` would, and then no deleted outbox row (nor any other
+    dead row) could ever be vacuumed while the leader lives."""
+    relays = [
+        asyncio.create_task(OutboxRelay(dsn=database_url, amqp=amqp, name=f"standby-{n}").run())
+        for n in "ab"
+    ]
+    conn = await asyncpg.connect(database_url)
+    try:
+        for _ in range(100):
+            rows = await conn.fetch(
+                "select application_name, backend_xmin from pg_stat_activity"
+                " where application_name like 'cronhooks-standby-%-relay'"
+            )
+            if len(rows) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert len(rows) == 2
+        await asyncio.sleep(3 * STANDBY_POLL_SECONDS)  # the standby is well into its wait
+        pinned = await conn.fetch(
+            "select application_name, state, query from pg_stat_activity"
+            " where application_name like 'cronhooks-standby-%-relay'"
+            " and backend_xmin is not null"
+        )
+        assert [dict(r) for r in pinned] == []
+        # And it still takes over when the leader goes.
+        assert await _terminate_leader(database_url)
+        for _ in range(100):
+            leading = await conn.fetchval(
+                """
+                select count(*) from pg_locks l
+                where l.locktype = 'advisory' and l.granted
+                  and ((l.classid::bigint << 32) | l.objid::bigint) = $1
+                """,
+                RELAY_LOCK,
+            )
+            if leading:
+                break
+            await asyncio.sleep(0.05)
+        assert leading == 1
+    finally:
+        await conn.close()
+        for relay in relays:
+            relay.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)

@@ -13,7 +13,14 @@ hold at most one event per stream and waits for the confirms of a round before t
 
 Exactly one relay publishes at a time: every service process runs one, and they elect a
 leader with a session-level advisory lock held on the relay's own connection. If the
-leader dies, Postgres drops its session and lock, and a waiting relay takes over at once.
+leader dies, Postgres drops its session and lock, and a standby takes over within
+STANDBY_POLL_SECONDS. Standbys ask with `pg_try_advisory_lock` between sleeps rather
+than wait in `pg_advisory_lock`: a statement waiting for a lock holds its snapshot, and
+that snapshot's xmin keeps vacuum (and the index's dead-entry hints) from reclaiming any
+row deleted or updated anywhere in the cluster for as long as the leader lives. The
+outbox, whose every row is deleted, then grows an index of dead entries that each fetch
+walks: in a 10,000 herd ~30,000 of them, 15-22 ms a fetch, ~0.3 ms of Postgres CPU per
+delivery.
 A crash between confirm and delete republishes those events (consumers dedupe by id).
 """
 
@@ -38,6 +45,7 @@ log = structlog.get_logger(__name__)
 
 RELAY_LOCK = 0x63726F6E_72656C61  # "cronrela"
 PUBLISH_TIMEOUT = 30.0
+STANDBY_POLL_SECONDS = 0.5  # how soon a standby takes over from a leader that died
 NOTIFY_CHANNEL = "cronhooks_outbox"
 
 PUBLISHED = Counter("cronhooks_relay_published_total", "Events published and confirmed")
@@ -116,8 +124,10 @@ class OutboxRelay:
                 conn.terminate()
 
     async def _lead(self, conn: asyncpg.Connection) -> None:
-        # Blocks while another relay leads; returns the moment that relay's session ends.
-        await conn.execute("select pg_advisory_lock($1)", RELAY_LOCK)
+        # Waits while another relay leads (idle between tries: no snapshot held, see above).
+        # The lock lives in Postgres: there is no event to wait on instead of polling.
+        while not await conn.fetchval("select pg_try_advisory_lock($1)", RELAY_LOCK):  # noqa: ASYNC110
+            await asyncio.sleep(STANDBY_POLL_SECONDS)
         LEADER.set(1)
         log.info("relay_leading")
         await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
