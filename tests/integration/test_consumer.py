@@ -70,13 +70,18 @@ def consumer(pool: asyncpg.Pool, amqp: broker.AbstractRobustConnection, **kw: ob
             event.event_id,
         )
 
+    return _on_test_queue(pool, amqp, transactional=record, **kw)
+
+
+def _on_test_queue(
+    pool: asyncpg.Pool, amqp: broker.AbstractRobustConnection, **kw: object
+) -> Consumer:
     return Consumer(
         name="testconsumer",
         amqp=amqp,
         pool=pool,
         inbox="public.test_inbox",
         routing_keys=["test.#"],
-        transactional=record,
         **kw,  # type: ignore[arg-type]
     )
 
@@ -201,16 +206,7 @@ def free_consumer(
         await asyncio.sleep(random.uniform(0, 0.05))
         seen.append(event.data["n"])
 
-    return Consumer(
-        name="testconsumer",
-        amqp=amqp,
-        pool=pool,
-        inbox="public.test_inbox",
-        routing_keys=["test.#"],
-        free=slow_and_out_of_order,
-        prefetch=50,
-        workers=50,
-    )
+    return _on_test_queue(pool, amqp, free=slow_and_out_of_order, prefetch=50, workers=50)
 
 
 async def _queue_is_empty(amqp_url: str) -> None:
