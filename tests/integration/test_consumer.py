@@ -209,6 +209,16 @@ def free_consumer(
     return _on_test_queue(pool, amqp, free=slow_and_out_of_order, prefetch=50, workers=50)
 
 
+async def _started_free_consumer(
+    pool: asyncpg.Pool, amqp_url: str, name: str
+) -> tuple[broker.AbstractRobustConnection, list[int], Consumer]:
+    amqp = await broker.connect(amqp_url, name=name)
+    seen: list[int] = []
+    c = free_consumer(pool, amqp, seen)
+    await c.start()
+    return amqp, seen, c
+
+
 async def _queue_is_empty(amqp_url: str) -> None:
     check = await broker.connect(amqp_url, name="checker")
     try:
@@ -224,10 +234,7 @@ async def test_free_workers_finishing_out_of_order_settle_every_message_once(
     """Fifty workers finish in random order: every message is handled once and acked
     (nothing comes back when the connection closes), and no ack settles a message that
     is still running — the broker would close the channel for a tag acked twice."""
-    amqp = await broker.connect(amqp_url, name="free")
-    seen: list[int] = []
-    c = free_consumer(effects, amqp, seen)
-    await c.start()
+    amqp, seen, c = await _started_free_consumer(effects, amqp_url, "free")
     try:
         await publish(effects, amqp, [make_event(i) for i in range(400)])
         await eventually(lambda: _len_at_least(seen, 400), timeout=30)
@@ -241,11 +248,8 @@ async def test_free_workers_finishing_out_of_order_settle_every_message_once(
 async def test_free_workers_resubscribe_after_a_connection_loss(
     effects: asyncpg.Pool, amqp_url: str, vhost: str
 ) -> None:
-    amqp = await broker.connect(amqp_url, name="victim")
+    amqp, seen, c = await _started_free_consumer(effects, amqp_url, "victim")
     publisher = await broker.connect(amqp_url, name="publisher")
-    seen: list[int] = []
-    c = free_consumer(effects, amqp, seen)
-    await c.start()
     try:
         await publish(effects, publisher, [make_event(i) for i in range(100)])
         await eventually(lambda: _len_at_least(seen, 100), timeout=30)
