@@ -75,6 +75,44 @@ async def test_consecutive_failures_disable_and_reenabling_resets(settings: Sett
     await agent.stop()
 
 
+async def test_a_success_between_failures_starts_the_count_again(settings: Settings) -> None:
+    """Auto-disable counts *consecutive* failures: after 2 failures and a success, 2 more
+    failures (4 in all, limit 3) leave the webhook enabled; a third in a row disables it."""
+    settings = dataclasses.replace(settings, auto_disable_after=3)
+    agent = await Agent().start()
+    down = True
+
+    async def flaky(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=500, text="down") if down else web.json_response({})
+
+    async with running(settings, ManualClock(now())) as r:
+        token = await admin_token(settings.database_url)
+        hook_id, _ = await create_webhook(r, token, agent.url_for("flaky", flaky))
+
+        async def deliver(expected: str) -> None:
+            d = await finished(r, token, await trigger(r, token, hook_id))
+            assert d["status"] == expected
+
+        for _ in range(2):
+            await deliver("failed")
+        down = False
+        await deliver("success")
+        down = True
+        for _ in range(2):
+            await deliver("failed")
+        await asyncio.sleep(0.3)
+        _, body = await r.graphql(token, f"{{ cronWebhook(id: {hook_id}) {{ enabled }} }}")
+        assert body["data"]["cronWebhook"]["enabled"] is True
+        await deliver("failed")
+
+        async def disabled() -> bool | None:
+            _, b = await r.graphql(token, f"{{ cronWebhook(id: {hook_id}) {{ enabled }} }}")
+            return True if b["data"]["cronWebhook"]["enabled"] is False else None
+
+        assert await eventually(disabled)
+    await agent.stop()
+
+
 async def test_forbid_skips_a_slot_while_a_delivery_is_pending(settings: Settings) -> None:
     start = now().replace(second=0) + timedelta(seconds=30)
     clock = ManualClock(start)

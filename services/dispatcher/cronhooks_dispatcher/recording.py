@@ -203,11 +203,21 @@ class RecordWriter:
             {r.health.webhook_id for r in records if r.health and r.health.succeeded}
         )
         if successes:
+            # Most successes follow a success: the row already says 0 and is left alone.
+            # (An upsert that sets 0 anyway rewrites the row, a dead tuple and its WAL, on
+            # every delivery of a herd.)
+            await conn.execute(
+                """
+                update dispatcher.webhook_health set consecutive_failures = 0
+                where webhook_id = any($1::bigint[]) and consecutive_failures <> 0
+                """,
+                successes,
+            )
             await conn.execute(
                 """
                 insert into dispatcher.webhook_health (webhook_id)
                 select unnest($1::bigint[])
-                on conflict (webhook_id) do update set consecutive_failures = 0
+                on conflict (webhook_id) do nothing
                 """,
                 successes,
             )
