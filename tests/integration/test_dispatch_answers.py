@@ -168,6 +168,29 @@ async def test_answers(system, name, responder, final, error) -> None:  # type: 
         assert len(attempt["responseBody"]) <= 64 << 10  # the log keeps the first 64 KiB
 
 
+async def test_a_cookie_an_agent_sets_is_never_sent_back(system) -> None:  # type: ignore[no-untyped-def]
+    """Deliveries are independent requests: a `Set-Cookie` from one agent's answer must not
+    ride along on later deliveries, of that webhook or of another at the same host."""
+    r, token, _, agent = system
+
+    async def sets_cookie(_: web.Request, __: Received) -> web.StreamResponse:
+        response = web.json_response({})
+        response.set_cookie("session", "agent-a-private", path="/")
+        return response
+
+    # By name: aiohttp's default jar keeps no cookies of an IP address, only of a host name.
+    def by_name(url: str) -> str:
+        return url.replace("127.0.0.1", "localhost")
+
+    first, _ = await create_webhook(r, token, by_name(agent.url_for("a", sets_cookie)))
+    other, _ = await create_webhook(r, token, by_name(agent.url_for("b", status(200, b"{}"))))
+    for hook_id in (first, first, other):
+        assert (await finished(r, token, await trigger(r, token, hook_id)))["status"] == "success"
+    seen = [*agent.at("a"), *agent.at("b")]
+    assert len(seen) == 3
+    assert all("cookie" not in {k.lower() for k in got.headers} for got in seen)
+
+
 async def test_timeout_fails_the_attempt(system) -> None:  # type: ignore[no-untyped-def]
     r, token, _, agent = system
 

@@ -55,6 +55,9 @@ class DispatcherService:
                 **connector_kwargs(rt.settings.allow_private_targets),
             ),
             auto_decompress=True,
+            # Every delivery is a request of its own: a cookie one agent sets must never
+            # ride along to a later delivery (of that webhook or another at the host).
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
         self._writer.start()
         lookups = DeliveryLookups(rt.pool)  # one loader: a burst of both kinds is one query
