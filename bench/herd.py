@@ -248,6 +248,7 @@ class CronhooksRun:
     stages: dict[str, float]
     cpu: dict[str, float]
     once: ExactlyOnce
+    relay_leader: str  # the process that published during the burst (its CPU includes it)
 
 
 def shared_slot(n: int) -> datetime:
@@ -283,7 +284,19 @@ async def cronhooks_burst(
         await breakdown(cluster.dsn),
         spent,
         await exactly_once(cluster.dsn, slot, got, n),
+        await relay_leader(cluster, session),
     )
+
+
+async def relay_leader(cluster: Cluster, session: aiohttp.ClientSession) -> str:
+    """Which process leads the relay (every process runs one; the first to take the lock
+    publishes for all), read from each one's `cronhooks_relay_leader` gauge."""
+    for name, port in cluster.ports.items():
+        async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+            for line in (await resp.text()).splitlines():
+                if line.startswith("cronhooks_relay_leader ") and float(line.split()[1]) == 1:
+                    return name
+    return "none"
 
 
 @dataclass
@@ -424,7 +437,13 @@ def stage_row(r: HerdRun) -> list[object]:
 def cpu_row(r: HerdRun) -> list[object]:
     spent = r.ours.cpu
     total = sum(spent[role] for role in cpu.ROLES)
-    return [r.n, r.replicas, *(f"{spent[role]:.0f}" for role in cpu.ROLES), f"{total / r.n:.2f}"]
+    return [
+        r.n,
+        r.replicas,
+        *(f"{spent[role]:.0f}" for role in cpu.ROLES),
+        f"{total / r.n:.2f}",
+        r.ours.relay_leader,
+    ]
 
 
 def race_row(r: HerdRun) -> list[object]:
@@ -494,8 +513,11 @@ def herd_sections(runs: list[HerdRun]) -> list[tuple[str, str]]:
             ),
         ),
         (
-            "Herd: CPU ms per process (replicas summed by role), from 2 s before the slot to the last receipt (/proc)",
-            table(["N", "replicas", *cpu.ROLES, "all, per delivery"], [cpu_row(r) for r in runs]),
+            "Herd: CPU ms per process (replicas summed by role), from 2 s before the slot to the last receipt (/proc); the relay's leader also publishes every event",
+            table(
+                ["N", "replicas", *cpu.ROLES, "all, per delivery", "relay led by"],
+                [cpu_row(r) for r in runs],
+            ),
         ),
         (
             f"Herd: the race — cronhooks against {apscheduler} in memory and the plain aiohttp ceiling, same sitting (CPU without the agent)",
