@@ -61,8 +61,6 @@ async def test_a_round_arrives_whole_in_order_with_its_properties(
         assert message.type == event.type and message.delivery_mode == 2
         assert message.headers == {"stream": event.stream, "version": event.version}
         assert message.correlation_id == str(event.correlation_id)
-        assert message.content_type == "application/json"
-        assert message.timestamp == event.occurred_at.replace(microsecond=0)
     # The channel's own publishes still line up with the broker's delivery tags after it.
     await broker.publish_confirmed(channel, _event(9999))
     assert len(await _drain(queue, 1)) == 1

@@ -4,17 +4,9 @@ same drain and close behaviour as one by one (amqp_writes.py)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta, timezone
-from uuid import uuid4
 
-import pamqp.frame
 from aiormq import connection as aiormq_connection
 from aiormq.abc import ChannelFrame
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from pamqp.body import ContentBody
-from pamqp.commands import Basic
-from pamqp.header import ContentHeader
 
 from cronhooks_common import amqp_writes
 
@@ -60,54 +52,3 @@ async def test_the_writer_takes_everything_queued_in_one_step() -> None:
     combined = await frames.__anext__()
     assert combined.payload == b"".join(b"%03d" % i for i in range(50))
     assert queue.empty()
-
-
-class _Channel:
-    """What content_frames reads of an aiormq channel."""
-
-    def __init__(self, number: int, max_content_size: int) -> None:
-        self.number = number
-        self.max_content_size = max_content_size
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    stream=st.text(max_size=300),
-    version=st.integers(min_value=0, max_value=2**63 - 1),
-    message_type=st.text(min_size=1, max_size=60).filter(lambda t: len(t.encode()) < 256),
-    timestamp=st.datetimes(
-        min_value=datetime(1971, 1, 1),
-        timezones=st.sampled_from([UTC, timezone(timedelta(hours=-7))]),
-    ),
-    body=st.binary(max_size=600),
-    channel_number=st.integers(min_value=1, max_value=2047),
-    max_content_size=st.integers(min_value=1, max_value=700),
-)
-def test_a_publish_is_packed_byte_for_byte_as_pamqp_marshals_it(
-    stream: str,
-    version: int,
-    message_type: str,
-    timestamp: datetime,
-    body: bytes,
-    channel_number: int,
-    max_content_size: int,
-) -> None:
-    ids = {"message_id": str(uuid4()), "correlation_id": str(uuid4())}
-    properties = Basic.Properties(
-        content_type="application/json",
-        delivery_mode=2,
-        message_type=message_type,
-        timestamp=timestamp,
-        headers={"stream": stream, "version": version},
-        **ids,
-    )
-    expected = pamqp.frame.marshal(ContentHeader(0, len(body), properties), channel_number)
-    expected += b"".join(
-        pamqp.frame.marshal(ContentBody(body[i : i + max_content_size]), channel_number)
-        for i in range(0, len(body), max_content_size)
-    )
-    packed = amqp_writes.event_properties(
-        message_type=message_type, timestamp=timestamp, stream=stream, version=version, **ids
-    )
-    frames = amqp_writes.content_frames(_Channel(channel_number, max_content_size), body, packed)
-    assert b"".join(frames) == expected

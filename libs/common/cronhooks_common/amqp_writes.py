@@ -13,9 +13,7 @@ ends the combination and closes as before.
 lock: aiormq's `basic_publish` costs, per message, a timeout and two context managers,
 a lock, a task (gathered), pamqp's validation and marshalling of the same method frame,
 together about as much CPU as the broker spends on the message. Here the method frame
-is marshalled once per routing key, each content header is packed from properties already
-encoded for the wire (`event_properties`: pamqp's generic marshalling of a property set
-cost a third of the relay's CPU), and each message takes the next delivery tag and a
+is marshalled once per routing key, and each message takes the next delivery tag and a
 confirmation future of the channel exactly as `basic_publish` would (so a closing channel
 rejects them, as it rejects its own).
 
@@ -29,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import struct
-from datetime import datetime
 from importlib.metadata import version
 from typing import Any
 
@@ -38,8 +35,8 @@ import structlog
 from aiormq import connection as aiormq_connection
 from aiormq.abc import ChannelFrame
 from aiormq.exceptions import ChannelInvalidStateError
-from pamqp import encode
 from pamqp.commands import Basic
+from pamqp.header import ContentHeader
 
 log = structlog.get_logger(__name__)
 
@@ -91,84 +88,19 @@ async def _combining_anext(self: Any) -> ChannelFrame | CombinedFrame:
 
 
 INSTALLED = False
-
-
 @functools.lru_cache(maxsize=1024)  # routing keys are event types: a few dozen
 def _method_frame(exchange: str, routing_key: str, channel_number: int) -> bytes:
     publish = Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=False)
     return pamqp.frame.marshal(publish, channel_number)
 
 
-# A frame: type, channel, payload size, the payload, the frame-end octet (AMQP 0-9-1 §2.3.5).
-_FRAME_START = struct.Struct(">BHI")
-_FRAME_END = b"\xce"
-_HEADER_FRAME, _BODY_FRAME = 2, 3
-# A content header's payload starts with class id (Basic = 60), weight 0, the body size.
-_HEADER_START = struct.Struct(">HHQ")
-# The property flags of the properties `event_properties` sets, highest bit first:
-# content-type, headers, delivery-mode, correlation-id, message-id, timestamp, type.
-_EVENT_PROPERTY_FLAGS = struct.pack(
-    ">H", (1 << 15) | (1 << 13) | (1 << 12) | (1 << 10) | (1 << 7) | (1 << 6) | (1 << 5)
-)
-_TABLE_SIZE = struct.Struct(">I")
-_JSON = encode.short_string("application/json")
-_PERSISTENT = b"\x02"
-
-
-def event_properties(
-    *,
-    message_id: str,
-    message_type: str,
-    correlation_id: str,
-    timestamp: datetime,
-    stream: str,
-    version: int,
-) -> bytes:
-    """The property flags and list of an event's content header, as pamqp marshals
-    `Basic.Properties(content_type="application/json", delivery_mode=2, message_id=…,
-    message_type=…, correlation_id=…, timestamp=…, headers={"stream": …, "version": …})`
-    (a test holds the two byte for byte)."""
-    headers = (
-        encode.short_string("stream")
-        + b"S"
-        + encode.long_string(stream)
-        + encode.short_string("version")
-        + encode.table_integer(version)
-    )
-    return b"".join(
-        (
-            _EVENT_PROPERTY_FLAGS,
-            _JSON,
-            _TABLE_SIZE.pack(len(headers)),
-            headers,
-            _PERSISTENT,
-            encode.short_string(correlation_id),
-            encode.short_string(message_id),
-            encode.timestamp(timestamp),
-            encode.short_string(message_type),
-        )
-    )
-
-
-def content_frames(channel: Any, body: bytes, properties: bytes) -> list[bytes]:
-    """The content header frame and body frames of a publish of `body` on `channel`."""
-    header = _HEADER_START.pack(60, 0, len(body)) + properties
-    frames = [_FRAME_START.pack(_HEADER_FRAME, channel.number, len(header)), header, _FRAME_END]
-    size = channel.max_content_size
-    for start in range(0, len(body), size):
-        part = body[start : start + size]
-        frames += (_FRAME_START.pack(_BODY_FRAME, channel.number, len(part)), part, _FRAME_END)
-    return frames
-
-
 async def queue_confirmed_round(
     channel: Any,  # an aiormq.Channel in confirm mode (aio-pika's underlay)
     exchange: str,
-    messages: list[tuple[str, bytes, bytes]],
+    messages: list[tuple[str, bytes, Basic.Properties]],
 ) -> list[asyncio.Future[Any]]:
-    """Queue `(routing key, body, encoded properties)` publishes on a confirm-mode channel,
-    in order; the confirmation future of each (what `basic_publish` would have awaited).
-    The properties are the flags and list of the content header (`event_properties`)."""
+    """Queue `(routing key, body, properties)` publishes on a confirm-mode channel, in order;
+    the confirmation future of each (what `basic_publish` would have awaited)."""
     confirmations: list[asyncio.Future[Any]] = []
     number = channel.number
     async with channel.lock:
@@ -176,7 +108,8 @@ async def queue_confirmed_round(
             raise ChannelInvalidStateError("channel closed before a publish round")
         for routing_key, body, properties in messages:
             parts = [_method_frame(exchange, routing_key, number)]
-            parts += content_frames(channel, body, properties)
+            parts.append(pamqp.frame.marshal(ContentHeader(0, len(body), properties), number))
+            parts.extend(pamqp.frame.marshal(part, number) for part in channel._split_body(body))
             frame = ChannelFrame(payload=b"".join(parts), should_close=False)
             # The write queue is bounded: this waits while the writer catches up. Only once
             # the frame is queued does it take a delivery tag (no await in between, so no

@@ -71,18 +71,6 @@ def properties(event: Event) -> Basic.Properties:
     )
 
 
-def encoded_properties(event: Event) -> bytes:
-    """`properties(event)` as the wire carries them (what a publish round sends)."""
-    return amqp_writes.event_properties(
-        message_id=str(event.event_id),
-        message_type=event.type,
-        correlation_id=str(event.correlation_id),
-        timestamp=event.occurred_at,
-        stream=event.stream,
-        version=event.version,
-    )
-
-
 async def publish_round(channel: AbstractChannel, events: Sequence[Event]) -> None:
     """Publish `events` (at most one per stream) on a confirm-mode channel; return once the
     broker has taken every one. Queued in one go where aiormq is the version
@@ -91,7 +79,7 @@ async def publish_round(channel: AbstractChannel, events: Sequence[Event]) -> No
         await asyncio.gather(*(publish_confirmed(channel, e) for e in events))
         return
     underlay = await channel.get_underlay_channel()
-    messages = [(e.type, e.to_bytes(), encoded_properties(e)) for e in events]
+    messages = [(e.type, e.to_bytes(), properties(e)) for e in events]
     confirmations = await amqp_writes.queue_confirmed_round(underlay, EXCHANGE, messages)
     for confirmation in await asyncio.gather(*confirmations):
         if not isinstance(confirmation, Basic.Ack):
