@@ -28,6 +28,7 @@ from importlib.metadata import version
 
 import aiohttp
 import asyncpg
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import cpu
 from bench.common import CONCURRENCY, percentile, signed_delivery, table
@@ -293,9 +294,13 @@ async def relay_leader(cluster: Cluster, session: aiohttp.ClientSession) -> str:
     publishes for all), read from each one's `cronhooks_relay_leader` gauge."""
     for name, port in cluster.ports.items():
         async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
-            for line in (await resp.text()).splitlines():
-                if line.startswith("cronhooks_relay_leader ") and float(line.split()[1]) == 1:
-                    return name
+            families = text_string_to_metric_families(await resp.text())
+        if any(
+            sample.name == "cronhooks_relay_leader" and sample.value == 1
+            for family in families
+            for sample in family.samples
+        ):
+            return name
     return "none"
 
 
