@@ -77,6 +77,7 @@ async def test_request_carries_both_signatures_every_field_and_a_scoped_token(
         "version",
         "id",
         "webhook_id",
+        "kind",
         "timestamp",
         "scheduled_for",
         "trigger",
@@ -87,7 +88,7 @@ async def test_request_carries_both_signatures_every_field_and_a_scoped_token(
         "api_token",
         "api_url",
     }
-    assert body["api_url"] == settings.api_public_url
+    assert body["kind"] == "cron" and body["api_url"] == settings.api_public_url
     claims = jwt.decode(body["api_token"], options={"verify_signature": False})
     assert claims["aud"] == "cronhooks-api" and claims["iss"] == settings.public_url
     assert claims["sub"] == f"webhook:{hook_id}" and claims["delivery_id"] == delivery_id

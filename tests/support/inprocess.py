@@ -72,6 +72,9 @@ async def running(
             out.services[name] = service
             out.urls[name] = f"http://127.0.0.1:{port}"
             runners.append(runner)
+        if "admin-api" in out.services and "importer" in out.urls:
+            # Admin note writes go to the importer, which served on a free port.
+            out.services["admin-api"].note_writes.importer_url = out.urls["importer"]
         yield out
     finally:
         for runner in runners:

@@ -74,8 +74,9 @@ async def call(
     token: str | None = None,
     body: Any = None,
     raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = {**({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
     async with (
         aiohttp.ClientSession() as session,
         session.request(

@@ -17,6 +17,7 @@ TARGET = {
 REQUEST = {
     "delivery_id": 42,
     "webhook_id": 7,
+    "kind": "cron",
     "attempt": 1,
     "trigger": "schedule",
     "scheduled_for": "2026-02-09T09:00:00.000Z",
@@ -31,6 +32,7 @@ def test_first_attempt_body_has_every_contract_field() -> None:
         "version": 1,
         "id": 42,
         "webhook_id": 7,
+        "kind": "cron",
         "timestamp": 1738000000,
         "scheduled_for": "2026-02-09T09:00:00.000Z",
         "trigger": "schedule",
@@ -39,6 +41,11 @@ def test_first_attempt_body_has_every_contract_field() -> None:
         "instruction": "Generate a digest",
         "response_schema": RESPONSE_SCHEMA,
     }
+
+
+def test_a_request_stored_before_kinds_existed_is_a_cron_delivery() -> None:
+    old = {k: v for k, v in REQUEST.items() if k != "kind"}
+    assert build_body(old, timestamp=1, api_token=None, api_url=None)["kind"] == "cron"
 
 
 def test_retry_carries_previous_error() -> None:

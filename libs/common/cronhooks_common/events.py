@@ -41,6 +41,14 @@ class EventType(StrEnum):
     AGENT_CREATED = "agent.created"
     AGENT_TOKEN_ROTATED = "agent.token_rotated"
     AGENT_DELETED = "agent.deleted"
+    API_KEY_CREATED = "api_key.created"
+    API_KEY_REVOKED = "api_key.revoked"
+
+
+# `kind` on every webhook.* and delivery.* event (CONTRACT §6) and in the request body (§11):
+# cron webhooks fire on slots, change webhooks on note batches. One id space for both.
+CRON = "cron"
+CHANGE = "change"
 
 
 def storable(text: str) -> str:
@@ -82,6 +90,10 @@ def note_stream(path: str) -> str:
 
 def agent_stream(agent_id: int) -> str:
     return f"agent-{agent_id}"
+
+
+def api_key_stream(api_key_id: int) -> str:
+    return f"api_key-{api_key_id}"
 
 
 def job_stream(agent_id: int, job_id: str) -> str:

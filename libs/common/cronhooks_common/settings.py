@@ -97,6 +97,9 @@ class Settings:
     allow_private_targets: bool = False
     api_token_ttl_seconds: int = 3600
     api_public_url: str = "http://127.0.0.1:8081"
+    # Where admin-api reaches the importer for admin note writes (its agent API);
+    # unset: the importer's port on this machine.
+    importer_url: str | None = None
     auto_disable_after: int = 20
     log_format: str = "json"
     bind: str = "127.0.0.1"
@@ -146,11 +149,17 @@ class Settings:
             "dispatcher": self.dispatcher_port,
         }[service]
 
+    @property
+    def importer_base_url(self) -> str:
+        return self.importer_url or f"http://127.0.0.1:{self.importer_port}"
+
     def to_env(self) -> dict[str, str]:
         """The settings as environment variables (for child processes)."""
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if value is None:
+                continue  # unset stays unset
             out[f"{PREFIX}{f.name.upper()}"] = (
                 str(value).lower() if isinstance(value, bool) else str(value)
             )
@@ -166,6 +175,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "allow_private_targets": _bool,
     "api_token_ttl_seconds": _int(30, 86400),
     "api_public_url": _url("http", "https"),
+    "importer_url": _url("http", "https"),
     "auto_disable_after": _int(1, 1_000_000),
     "log_format": _choice("json", "console"),
     "bind": _text,

@@ -119,3 +119,71 @@ class ApiTokens:
             )
         except (KeyError, TypeError, ValueError):
             raise TokenError("token claims are malformed") from None
+
+
+ADMIN_AUDIENCE = "cronhooks-admin-notes"
+ADMIN_TOKEN_TTL = timedelta(seconds=60)
+
+
+@dataclass(frozen=True, slots=True)
+class AdminClaims:
+    actor: str  # "admin:{id}:{name}", as admin-api names the admin
+    expires_at: datetime
+
+
+def is_admin_write_token(token: str) -> bool:
+    """Whether a Bearer token claims to be an admin write token (then only
+    `AdminWriteTokens.verify` may accept it). A routing peek, verified afterwards."""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return False
+    return isinstance(claims, dict) and claims.get("aud") == ADMIN_AUDIENCE
+
+
+class AdminWriteTokens:
+    """Admin note writes (admin GraphQL `pushNotes`/`hideNotes`, CONTRACT §8) go through the
+    importer's agent API, the one code path that writes notes. admin-api mints one of these
+    for each such call: valid 60 s, with a key and an audience of its own, so it can never
+    pass for an api_token nor an api_token for it. It writes every path at depth 0."""
+
+    def __init__(self, *, master_key: str, issuer: str) -> None:
+        self._key = derive_key(master_key, "admin-note-writes/v1")
+        self._issuer = issuer
+
+    def mint(self, *, actor: str, now: datetime) -> str:
+        claims = {
+            "iss": self._issuer,
+            "aud": ADMIN_AUDIENCE,
+            "sub": actor,
+            "iat": int(now.timestamp()),
+            "exp": int((now + ADMIN_TOKEN_TTL).timestamp()),
+        }
+        return jwt.encode(claims, self._key, algorithm=ALGORITHM)
+
+    def verify(self, token: str, *, now: datetime) -> AdminClaims:
+        try:
+            claims = jwt.decode(
+                token,
+                self._key,
+                algorithms=[ALGORITHM],
+                audience=ADMIN_AUDIENCE,
+                issuer=self._issuer,
+                options={
+                    "require": ["exp", "iat", "sub", "aud", "iss"],
+                    "verify_exp": False,
+                    "verify_iat": False,
+                    "verify_nbf": False,
+                },
+            )
+        except jwt.PyJWTError as exc:
+            raise TokenError(str(exc)) from None
+        expires = _moment(claims, "exp", now)
+        if expires <= now:
+            raise TokenError("token has expired")
+        if _moment(claims, "iat", now) > now + CLOCK_SKEW:
+            raise TokenError("token is not yet valid (iat)")
+        actor = claims["sub"]
+        if not isinstance(actor, str) or not actor.startswith("admin:"):
+            raise TokenError("token subject is not an admin")
+        return AdminClaims(actor=actor, expires_at=expires)

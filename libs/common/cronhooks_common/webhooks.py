@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from cronhooks_common import eventstore
-from cronhooks_common.events import EventType, webhook_stream
+from cronhooks_common.events import CRON, EventType, webhook_stream
 
 CONFIG_FIELDS: tuple[str, ...] = (
     "url",
@@ -60,6 +60,7 @@ class WebhookState:
     version: int
     config: dict[str, Any]
     deleted: bool
+    kind: str = CRON  # fixed at creation: `cron` or `change` (CONTRACT §11)
 
     @property
     def live(self) -> bool:
@@ -76,6 +77,7 @@ async def load_webhook(
         return None
     config: dict[str, Any] = {}
     deleted = False
+    kind = str(events[0].data.get("kind", CRON))
     for event in events:
         if event.type in (EventType.WEBHOOK_CREATED, EventType.WEBHOOK_UPDATED):
             config = dict(event.data["config"])
@@ -83,4 +85,4 @@ async def load_webhook(
             config["enabled"] = False
         elif event.type == EventType.WEBHOOK_DELETED:
             deleted = True
-    return WebhookState(events[-1].version, config, deleted)
+    return WebhookState(events[-1].version, config, deleted, kind)

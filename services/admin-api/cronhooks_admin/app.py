@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from cronhooks_admin.agent_api import add_agent_routes
 from cronhooks_admin.agents import Agents
+from cronhooks_admin.api_keys import ApiKeys
 from cronhooks_admin.commands import Commands
 from cronhooks_admin.http import add_graphql_routes
+from cronhooks_admin.note_writes import NoteWrites
 from cronhooks_admin.projector import Projector
 from cronhooks_admin.schema import build_schema
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.keys import active_key
 from cronhooks_common.service import Runtime
+from cronhooks_common.tokens import AdminWriteTokens
 
 
 class AdminApi:
@@ -29,6 +32,14 @@ class AdminApi:
             default_timezone=runtime.settings.timezone,
             allow_private=runtime.settings.allow_private_targets,
         )
+        settings = runtime.settings
+        self.projector = Projector(runtime.pool, settings.database_url)
+        self.note_writes = NoteWrites(
+            importer_url=settings.importer_base_url,
+            tokens=AdminWriteTokens(master_key=settings.secret_key, issuer=settings.public_url),
+            clock=runtime.clock,
+            caught_up=self.projector.caught_up,
+        )
         self.agents = Agents(
             pool=runtime.pool,
             clock=runtime.clock,
@@ -40,13 +51,15 @@ class AdminApi:
             pool=runtime.pool,
             commands=self.commands,
             agents=self.agents,
+            api_keys=ApiKeys(pool=runtime.pool, clock=runtime.clock),
+            note_writes=self.note_writes,
             clock=runtime.clock,
         )
         add_agent_routes(runtime.http, pool=runtime.pool, agents=self.agents, clock=runtime.clock)
-        self.projector = Projector(runtime.pool, runtime.settings.database_url)
 
     async def start(self) -> None:
         await self._ensure_signing_key()
+        await self.note_writes.start()
         await self.projector.start()
 
     async def _ensure_signing_key(self) -> None:
@@ -63,6 +76,7 @@ class AdminApi:
 
     async def stop(self) -> None:
         await self.projector.stop()
+        await self.note_writes.stop()
 
 
 async def bootstrap(runtime: Runtime) -> AdminApi:

@@ -27,6 +27,7 @@ from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import (
+    CRON,
     Causation,
     EventType,
     NewEvent,
@@ -98,7 +99,12 @@ class Commands:
                 webhook_id,
                 self.secrets.seal(secret),
             )
-            data = {"webhook_id": webhook_id, "config": config, "changed": list(CONFIG_FIELDS)}
+            data = {
+                "webhook_id": webhook_id,
+                "kind": CRON,
+                "config": config,
+                "changed": list(CONFIG_FIELDS),
+            }
             await self._append(
                 conn,
                 webhook_stream(webhook_id),
@@ -124,13 +130,21 @@ class Commands:
                 events.append(
                     NewEvent(
                         EventType.WEBHOOK_UPDATED,
-                        {"webhook_id": webhook_id, "config": merged, "changed": changed},
+                        {
+                            "webhook_id": webhook_id,
+                            "kind": state.kind,
+                            "config": merged,
+                            "changed": changed,
+                        },
                     )
                 )
             if new_secret is not None:
                 await self._store_secret(conn, webhook_id, new_secret)
                 events.append(
-                    NewEvent(EventType.WEBHOOK_SECRET_ROTATED, {"webhook_id": webhook_id})
+                    NewEvent(
+                        EventType.WEBHOOK_SECRET_ROTATED,
+                        {"webhook_id": webhook_id, "kind": state.kind},
+                    )
                 )
             if events:
                 await self._append(conn, webhook_stream(webhook_id), state.version, events, admin)
@@ -144,7 +158,11 @@ class Commands:
                 conn,
                 webhook_stream(webhook_id),
                 state.version,
-                [NewEvent(EventType.WEBHOOK_DELETED, {"webhook_id": webhook_id})],
+                [
+                    NewEvent(
+                        EventType.WEBHOOK_DELETED, {"webhook_id": webhook_id, "kind": state.kind}
+                    )
+                ],
                 admin,
             )
         return webhook_id
@@ -158,7 +176,12 @@ class Commands:
                 conn,
                 webhook_stream(webhook_id),
                 state.version,
-                [NewEvent(EventType.WEBHOOK_SECRET_ROTATED, {"webhook_id": webhook_id})],
+                [
+                    NewEvent(
+                        EventType.WEBHOOK_SECRET_ROTATED,
+                        {"webhook_id": webhook_id, "kind": state.kind},
+                    )
+                ],
                 admin,
             )
         return secret
@@ -172,6 +195,7 @@ class Commands:
             data = {
                 "delivery_id": delivery_id,
                 "webhook_id": webhook_id,
+                "kind": state.kind,
                 "attempt": 1,
                 "trigger": "manual",
                 "scheduled_for": None,

@@ -10,8 +10,10 @@ import asyncpg
 from aiodataloader import DataLoader
 
 from cronhooks_admin.agents import Agents
+from cronhooks_admin.api_keys import ApiKeys
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.commands import Commands
+from cronhooks_admin.note_writes import NoteWrites
 from cronhooks_common.clock import Clock
 from cronhooks_common.graphql_limits import Budget, ListCost
 
@@ -145,6 +147,8 @@ class Context:
     commands: Commands
     clock: Clock
     agents: Agents
+    api_keys: ApiKeys
+    note_writes: NoteWrites
     attempts: AttemptsLoader = field(init=False)
     failures: FailuresLoader = field(init=False)
     stats: StatsLoader = field(init=False)

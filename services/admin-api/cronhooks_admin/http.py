@@ -15,9 +15,11 @@ from ariadne import graphql
 from graphql import GraphQLSchema
 
 from cronhooks_admin.agents import Agents
+from cronhooks_admin.api_keys import ApiKeys
 from cronhooks_admin.auth import Authenticator
 from cronhooks_admin.commands import Commands
 from cronhooks_admin.context import NEXT_RUNS, Context
+from cronhooks_admin.note_writes import NoteWrites
 from cronhooks_common.clock import Clock
 from cronhooks_common.graphql_limits import Documents, LimitedRequest
 from cronhooks_common.graphql_support import silence_ariadne_logger
@@ -64,6 +66,8 @@ def add_graphql_routes(
     pool: asyncpg.Pool,
     commands: Commands,
     agents: Agents,
+    api_keys: ApiKeys,
+    note_writes: NoteWrites,
     clock: Clock,
 ) -> None:
     ariadne_logger = silence_ariadne_logger()
@@ -83,7 +87,15 @@ def add_graphql_routes(
             return _error(400, "BAD_REQUEST", "request body must be JSON")
         if not isinstance(data, dict):
             return _error(400, "BAD_REQUEST", "request body must be a JSON object")
-        context = Context(admin=admin, pool=pool, commands=commands, clock=clock, agents=agents)
+        context = Context(
+            admin=admin,
+            pool=pool,
+            commands=commands,
+            clock=clock,
+            agents=agents,
+            api_keys=api_keys,
+            note_writes=note_writes,
+        )
         limited = LimitedRequest(documents)
         with structlog.contextvars.bound_contextvars(actor=admin.actor):
             success, result = await graphql(

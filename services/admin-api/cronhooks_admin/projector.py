@@ -30,6 +30,7 @@ log = structlog.get_logger(__name__)
 
 PROJECTOR_LOCK = 0x63726F6E_70726F6A  # "cronproj"
 HELD_BACK_FIRST = 0.005
+CATCH_UP_SECONDS = 5.0
 PROJECTED = Counter("cronhooks_admin_projected_events_total", "Events applied by the projector")
 
 
@@ -94,6 +95,35 @@ class Projector:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._poll_seconds)
+
+    async def caught_up(self, timeout: float = CATCH_UP_SECONDS) -> bool:
+        """Wait until every event committed before this call is projected: read-your-writes
+        for writes admin-api forwards instead of making (admin note writes). Any
+        transaction that committed before the call has an id below this snapshot's xmax;
+        caught up means no such event lies beyond the checkpoint. False after `timeout`
+        (a replica that holds the projector lock may be slow): the write stands anyway."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        target = await self._pool.fetchval(
+            "select pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+        )
+        while True:
+            self._wake.set()
+            row = await self._pool.fetchrow(
+                "select txid, position from admin.projection_checkpoints where name = 'live'"
+            )
+            behind = await self._pool.fetchval(
+                "select 1 from eventstore.events"
+                " where (txid, position) > ($1, $2) and txid < $3 limit 1",
+                row["txid"],
+                row["position"],
+                target,
+            )
+            if behind is None:
+                return True
+            if loop.time() > deadline:
+                return False
+            await asyncio.sleep(0.005)
 
     async def step(self) -> tuple[int, bool]:
         """Apply one batch; (events applied, whether committed events are held back)."""

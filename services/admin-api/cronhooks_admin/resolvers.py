@@ -200,6 +200,33 @@ async def delete_agent(_: Any, info: Info, id: int) -> dict[str, Any]:
     return {"id": await _command(lambda: ctx.agents.delete(id, ctx.admin))}
 
 
+async def api_keys(_: Any, info: Info) -> list[dict[str, Any]]:
+    return [dict(row) for row in await info.context.api_keys.list()]
+
+
+async def create_api_key(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+    ctx = info.context
+    row, key = await _command(lambda: ctx.api_keys.create(input, ctx.admin))
+    return {"api_key": dict(row), "key": key}
+
+
+async def revoke_api_key(_: Any, info: Info, id: int) -> dict[str, Any]:
+    ctx = info.context
+    return {"api_key": dict(await _command(lambda: ctx.api_keys.revoke(id, ctx.admin)))}
+
+
+async def push_notes(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+    return await info.context.note_writes.push(info.context.admin, input)
+
+
+async def commit_notes(_: Any, info: Info) -> dict[str, Any]:
+    return await info.context.note_writes.commit(info.context.admin)
+
+
+async def hide_notes(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+    return await info.context.note_writes.hide(info.context.admin, input)
+
+
 # --- mutations -----------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from ariadne import (
     MutationType,
     ObjectType,
     QueryType,
+    UnionType,
     load_schema_from_path,
     make_executable_schema,
 )
@@ -30,6 +31,7 @@ query.set_field("note", resolvers.note)
 query.set_field("notes", resolvers.notes)
 query.set_field("agents", resolvers.agents)
 query.set_field("agentTriggers", resolvers.agent_triggers)
+query.set_field("apiKeys", resolvers.api_keys)
 
 mutation = MutationType()
 mutation.set_field("createCronWebhook", resolvers.create_cron_webhook)
@@ -40,6 +42,21 @@ mutation.set_field("triggerCronWebhook", resolvers.trigger_cron_webhook)
 mutation.set_field("createAgent", resolvers.create_agent)
 mutation.set_field("rotateAgentToken", resolvers.rotate_agent_token)
 mutation.set_field("deleteAgent", resolvers.delete_agent)
+mutation.set_field("createApiKey", resolvers.create_api_key)
+mutation.set_field("revokeApiKey", resolvers.revoke_api_key)
+mutation.set_field("pushNotes", resolvers.push_notes)
+mutation.set_field("commitNotes", resolvers.commit_notes)
+mutation.set_field("hideNotes", resolvers.hide_notes)
+
+
+def _typename(obj: dict[str, object], *_: object) -> object:
+    return obj["__typename"]  # as the importer answered it
+
+
+note_write_unions = [
+    UnionType(name, _typename)
+    for name in ("PushNotesOrErrorPayload", "CommitNotesOrErrorPayload", "HideNotesOrErrorPayload")
+]
 
 cron_webhook = ObjectType("CronWebhook")
 cron_webhook.set_field("nextRuns", resolvers.resolve_cron_webhook_next_runs)
@@ -60,5 +77,6 @@ def build_schema() -> GraphQLSchema:
         mutation,
         cron_webhook,
         cron_webhook_delivery,
+        *note_write_unions,
         convert_names_case=True,
     )

@@ -31,7 +31,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.events import Event, EventType, NewEvent, storable
+from cronhooks_common.events import CRON, Event, EventType, NewEvent, storable
 from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher import health, payload, sender
@@ -345,7 +345,13 @@ class Dispatcher:
             event=NewEvent(kind, data),
             attempt=self._row(attempt, status, outcome.error),
             release=(webhook_id, attempt.delivery_id) if final else None,
-            health=Health(webhook_id, outcome.succeeded, outcome.gone, outcome.error)
+            health=Health(
+                webhook_id,
+                outcome.succeeded,
+                outcome.gone,
+                outcome.error,
+                request.get("kind", CRON),
+            )
             if final
             else None,
         )
@@ -356,6 +362,7 @@ def _delivery_fields(request: dict[str, Any]) -> dict[str, Any]:
     return {
         "delivery_id": request["delivery_id"],
         "webhook_id": request["webhook_id"],
+        "kind": request.get("kind", CRON),
         "attempt": request["attempt"],
         "scheduled_for": request.get("scheduled_for"),
         "trigger": request["trigger"],

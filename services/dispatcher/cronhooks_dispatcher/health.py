@@ -15,7 +15,7 @@ import structlog
 
 from cronhooks_common import eventstore
 from cronhooks_common.consumer import claim_event
-from cronhooks_common.events import Causation, Event, EventType, NewEvent, webhook_stream
+from cronhooks_common.events import CRON, Causation, Event, EventType, NewEvent, webhook_stream
 
 log = structlog.get_logger(__name__)
 
@@ -30,6 +30,7 @@ async def record_delivery(
     gone: bool,
     error: str | None,
     disable_after: int,
+    kind: str = CRON,
     causation: Causation,
     now: datetime,
 ) -> None:
@@ -64,12 +65,17 @@ async def record_delivery(
     await conn.execute(
         "update dispatcher.webhook_health set disabled = true where webhook_id = $1", webhook_id
     )
-    await _append_disabled(conn, webhook_id, reason, causation, now)
+    await _append_disabled(conn, webhook_id, kind, reason, causation, now)
     log.warning("webhook_disabled", webhook_id=webhook_id, reason=reason)
 
 
 async def _append_disabled(
-    conn: asyncpg.Connection, webhook_id: int, reason: str, causation: Causation, now: datetime
+    conn: asyncpg.Connection,
+    webhook_id: int,
+    kind: str,
+    reason: str,
+    causation: Causation,
+    now: datetime,
 ) -> None:
     stream = webhook_stream(webhook_id)
     for _ in range(APPEND_TRIES):
@@ -81,7 +87,8 @@ async def _append_disabled(
                     stream,
                     [
                         NewEvent(
-                            EventType.WEBHOOK_DISABLED, {"webhook_id": webhook_id, "reason": reason}
+                            EventType.WEBHOOK_DISABLED,
+                            {"webhook_id": webhook_id, "kind": kind, "reason": reason},
                         )
                     ],
                     expected_version=version,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cronhooks_common import jsonfast
+from cronhooks_common.events import CRON
 
 RESPONSE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -42,6 +43,7 @@ def build_body(
         "version": 1,
         "id": request["delivery_id"],
         "webhook_id": request["webhook_id"],
+        "kind": request.get("kind", CRON),
         "timestamp": timestamp,
         "scheduled_for": request.get("scheduled_for"),
         "trigger": request["trigger"],

@@ -23,7 +23,7 @@ import structlog
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import claim_events
-from cronhooks_common.events import Causation, Event, EventType, NewEvent
+from cronhooks_common.events import CRON, Causation, Event, EventType, NewEvent
 from cronhooks_dispatcher import health
 
 log = structlog.get_logger(__name__)
@@ -55,6 +55,7 @@ class Health:
     succeeded: bool
     gone: bool
     error: str | None
+    kind: str = CRON  # of the webhook (its webhook.disabled says so)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +231,7 @@ class RecordWriter:
                     succeeded=False,
                     gone=h.gone,
                     error=h.error,
+                    kind=h.kind,
                     disable_after=self._auto_disable_after,
                     causation=record.causation,
                     now=self._clock.now(),

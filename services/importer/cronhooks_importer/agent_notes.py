@@ -161,12 +161,13 @@ class AgentNotes:
             writer=caller.writer,
             causation=causation,
             now=now,
+            skip_webhooks=caller.skip_webhooks,
         )
         common = {
             "delivery_id": caller.delivery_id,
             "writer": caller.writer,
             "depth": caller.depth,
-            "source": "token",
+            "source": "api_key" if caller.label is not None else "token",
             "operation": operation,
         }
         await eventstore.append(

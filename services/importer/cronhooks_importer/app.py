@@ -11,7 +11,7 @@ from __future__ import annotations
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.events import EventType
 from cronhooks_common.service import Runtime
-from cronhooks_common.tokens import ApiTokens
+from cronhooks_common.tokens import AdminWriteTokens, ApiTokens
 from cronhooks_importer.agent_graphql import add_agent_graphql
 from cronhooks_importer.agent_notes import AgentNotes
 from cronhooks_importer.api import add_token_api
@@ -29,7 +29,15 @@ class Importer:
             ttl_seconds=settings.api_token_ttl_seconds,
         )
         self.scopes = WebhookScopes(runtime.pool)
-        callers = Callers(tokens=tokens, scopes=self.scopes, clock=runtime.clock)
+        callers = Callers(
+            tokens=tokens,
+            admin_tokens=AdminWriteTokens(
+                master_key=settings.secret_key, issuer=settings.public_url
+            ),
+            scopes=self.scopes,
+            clock=runtime.clock,
+            pool=runtime.pool,
+        )
         notes = AgentNotes(pool=runtime.pool, clock=runtime.clock)
         add_token_api(runtime.http, notes=notes, callers=callers)
         add_agent_graphql(runtime.http, notes=notes, callers=callers)

@@ -1,10 +1,14 @@
 """Who calls the agent API (REST and GraphQL alike), and what they may do.
 
-Today an `api_token` (CONTRACT §5): depth from the token, staged updates owned by the token
-(its `jti`) and expiring with it. Tokens follow the state (§15): a token is honoured only
-while its webhook exists and is enabled, and it reads and writes only what both the
+Either an `api_token` (CONTRACT §5): depth from the token, staged updates owned by the
+token (its `jti`) and expiring with it. Tokens follow the state (§15): a token is honoured
+only while its webhook exists and is enabled, and it reads and writes only what both the
 token's patterns and the webhook's current patterns allow, no deeper than the webhook's
-current maxDepth (scopes.py). An API key (depth 0, every path) becomes a `Caller` too.
+current maxDepth (scopes.py).
+
+Or an API key (`X-API-Key`): depth 0, every path, staged updates owned by the key. Keys
+are looked up by hash in `shared.api_keys` on every request (one index probe), so a
+revocation committed before the request is seen by it.
 """
 
 from __future__ import annotations
@@ -13,11 +17,18 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
+import asyncpg
 from aiohttp import web
 
 from cronhooks_common.clock import Clock
 from cronhooks_common.globs import matches_any
-from cronhooks_common.tokens import ApiClaims, ApiTokens, TokenError
+from cronhooks_common.tokens import (
+    AdminWriteTokens,
+    ApiClaims,
+    ApiTokens,
+    TokenError,
+    is_admin_write_token,
+)
 from cronhooks_importer.scopes import WebhookScopes
 
 # A path is allowed if it matches one pattern of every set; no sets: every path.
@@ -38,10 +49,14 @@ class Caller:
     write_patterns: PatternSets
     stage_owner: str  # whose staged updates (pushNotes skipCommit)
     expires_at: datetime | None  # staged updates expire with the credential
+    label: str | None = None  # an API key's name, part of `writer`
+    skip_webhooks: bool = False  # its batches fire no change webhook (an API key's flag)
 
     @property
     def writer(self) -> str:
         """`updated_by` of its writes: who, and for which delivery."""
+        if self.label is not None:
+            return f"{self.subject}:{self.label}"
         return self.subject + (f" delivery:{self.delivery_id}" if self.delivery_id else "")
 
     def may_read(self, path: str) -> bool:
@@ -63,20 +78,68 @@ class Callers:
     """Authenticates the agent API's requests (both REST and GraphQL)."""
 
     tokens: ApiTokens
+    admin_tokens: AdminWriteTokens
     scopes: WebhookScopes
     clock: Clock
+    pool: asyncpg.Pool
 
     async def of(self, request: web.Request) -> Caller:
-        """The caller behind `Authorization: Bearer <api_token>`; `Unauthorized` otherwise."""
+        """The caller behind `Authorization: Bearer <api_token>` or `X-API-Key: <key>`;
+        `Unauthorized` otherwise."""
+        key = request.headers.get("X-API-Key")
+        if key is not None:
+            if request.headers.get("Authorization"):
+                raise Unauthorized("an api_token and an X-API-Key: send one credential")
+            return await self._key_caller(key.strip())
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            raise Unauthorized("an api_token is required (Bearer)")
+            raise Unauthorized("an api_token (Bearer) or an X-API-Key is required")
+        if is_admin_write_token(token):
+            return self._admin_caller(token)
         try:
             claims = self.tokens.verify(token, now=self.clock.now())
         except TokenError as exc:
             raise Unauthorized(f"invalid api_token: {exc}") from None
         return await _token_caller(token, claims, self.scopes)
+
+    def _admin_caller(self, token: str) -> Caller:
+        """An admin's own note write, forwarded by admin-api: depth 0, every path."""
+        try:
+            claims = self.admin_tokens.verify(token, now=self.clock.now())
+        except TokenError as exc:
+            raise Unauthorized(f"invalid admin write token: {exc}") from None
+        return Caller(
+            subject=claims.actor,
+            delivery_id=None,
+            depth=0,
+            max_depth=None,
+            read_patterns=(),
+            write_patterns=(),
+            stage_owner=":".join(claims.actor.split(":", 2)[:2]),  # "admin:{id}"
+            expires_at=None,
+        )
+
+    async def _key_caller(self, key: str) -> Caller:
+        row = await self.pool.fetchrow(
+            "select id, name, skip_webhooks from shared.api_keys"
+            " where key_hash = $1 and revoked_at is null",
+            hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest(),
+        )
+        if row is None:
+            raise Unauthorized("invalid X-API-Key: unknown or revoked")
+        return Caller(
+            subject=f"api_key:{row['id']}",
+            delivery_id=None,
+            depth=0,
+            max_depth=None,
+            read_patterns=(),  # no pattern sets: every path
+            write_patterns=(),
+            stage_owner=f"api_key:{row['id']}",
+            expires_at=None,
+            label=row["name"],
+            skip_webhooks=row["skip_webhooks"],
+        )
 
 
 async def _token_caller(token: str, claims: ApiClaims, scopes: WebhookScopes) -> Caller:

@@ -71,9 +71,11 @@ async def apply_batch(
     writer: str,
     causation: Causation,
     now: datetime,
+    skip_webhooks: bool = False,
 ) -> tuple[list[Applied], list[ChangeError]]:
     """The one way notes are written: a parsed batch (writes and removals) applied all or
     nothing in a savepoint, at `depth`; (applied, []) or ([], errors)."""
+    # (skip_webhooks: the batch was written with a skipWebhooks API key)
     errors = errors or too_deep(depth, max_depth)
     if errors:
         return [], errors
@@ -82,7 +84,13 @@ async def apply_batch(
     try:
         async with conn.transaction():
             applied = await apply_changes(
-                conn, changes, depth=depth, writer=writer, causation=causation, now=now
+                conn,
+                changes,
+                depth=depth,
+                writer=writer,
+                causation=causation,
+                now=now,
+                skip_webhooks=skip_webhooks,
             )
     except Rejected as rejected:
         return [], rejected.errors

@@ -64,6 +64,7 @@ async def apply_changes(
     writer: str,
     causation: Causation,
     now: datetime,
+    skip_webhooks: bool = False,
 ) -> list[Applied]:
     """Apply `changes` (writes and removals) as one batch; return them in the given order."""
     rows = await conn.fetch(
@@ -92,7 +93,7 @@ async def apply_changes(
                 a.version - 1,
                 NewEvent(
                     EventType.NOTE_CHANGED,
-                    _event_data(a, c, current.get(c.path), depth, writer, batch_id),
+                    _event_data(a, c, current.get(c.path), depth, writer, batch_id, skip_webhooks),
                 ),
                 causation,
             )
@@ -174,8 +175,10 @@ def _event_data(
     depth: int,
     writer: str,
     batch_id: str,
+    skip_webhooks: bool,
 ) -> dict[str, Any]:
-    """`note.changed` (CONTRACT §6): path, event, version, content_hash, depth, batch_id."""
+    """`note.changed` (CONTRACT §6): path, event, version, content_hash, depth, batch_id;
+    `skip_webhooks` when written with such an API key (its batch fires no change webhook)."""
     return {
         "path": applied.path,
         "event": applied.event,
@@ -187,6 +190,7 @@ def _event_data(
         "size": None if change.content is None else len(change.content.encode()),
         "content": change.content,
         "batch_id": batch_id,
+        "skip_webhooks": skip_webhooks,
     }
 
 

@@ -28,7 +28,7 @@ from prometheus_client import Counter
 from cronhooks_common import eventstore
 from cronhooks_common.clock import iso
 from cronhooks_common.cron import CronError, cached_schedule
-from cronhooks_common.events import Causation, EventType, NewEvent, delivery_stream
+from cronhooks_common.events import CRON, Causation, EventType, NewEvent, delivery_stream
 from cronhooks_common.webhooks import target_of
 from cronhooks_scheduler.slots import SlotPlan, plan_slots
 from cronhooks_scheduler.triggers import first_fire, retry_fire
@@ -90,6 +90,7 @@ def _slot_records(webhook_id: int, config: dict[str, Any], plan: SlotPlan) -> li
             EventType.DELIVERY_REQUESTED,
             {
                 "webhook_id": webhook_id,
+                "kind": CRON,
                 "attempt": 1,
                 "trigger": "schedule",
                 "scheduled_for": iso(delivery.slot),
@@ -109,6 +110,7 @@ def _slot_records(webhook_id: int, config: dict[str, Any], plan: SlotPlan) -> li
                 EventType.DELIVERY_SKIPPED,
                 {
                     "webhook_id": webhook_id,
+                    "kind": CRON,
                     "attempt": 0,
                     "trigger": "schedule",
                     "scheduled_for": iso(last),
@@ -130,6 +132,7 @@ def _retry_append(row: asyncpg.Record) -> Append:
     base = {
         "delivery_id": p["delivery_id"],
         "webhook_id": p["webhook_id"],
+        "kind": p.get("kind", CRON),
         "attempt": p["attempt"],
         "trigger": "retry",
         "scheduled_for": p.get("scheduled_for"),

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import asyncpg
 
-from cronhooks_common.events import Event
+from cronhooks_common.events import CRON, Event
 from cronhooks_scheduler.timers import TIMERS_CHANNEL
 
 
@@ -26,6 +26,7 @@ async def on_attempt_failed(conn: asyncpg.Connection, event: Event) -> None:
     payload = {
         "delivery_id": d["delivery_id"],
         "webhook_id": d["webhook_id"],
+        "kind": d.get("kind", CRON),
         "attempt": d["next_attempt"],
         "scheduled_for": d.get("scheduled_for"),
         "missed_count": d.get("missed_count", 0),
