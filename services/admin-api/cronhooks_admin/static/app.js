@@ -40,7 +40,7 @@ async function signIn() {
     if (body.errors) throw new Error(body.errors[0].message);
     sessionStorage.setItem("cronhooks-token", token);
     $("#login-panel").classList.add("hidden"); $("#app").classList.remove("hidden"); $("#logout").classList.remove("hidden");
-    await loadWebhooks();
+    await Promise.all([loadWebhooks(), loadApiKeys()]);
   } catch (err) { $("#login-error").textContent = err.message; }
 }
 
@@ -204,6 +204,53 @@ async function loadHistory() {
   }
 }
 
+// --- API keys (direct note edits at depth 0; the key is shown once) ---------------------
+
+const API_KEYS = `{ apiKeys { id name skipWebhooks createdAt createdBy revokedAt } }`;
+
+async function loadApiKeys() {
+  const body = await gql(API_KEYS);
+  if (body.errors) { $("#api-key-error").textContent = body.errors[0].message; return; }
+  const tbody = $("#api-keys tbody"); tbody.replaceChildren();
+  for (const k of body.data.apiKeys) {
+    tbody.append(el("tr", { "data-id": k.id, "data-state": k.revokedAt ? "revoked" : "active" },
+      el("td", {}, k.id),
+      el("td", {}, k.name),
+      el("td", {}, k.skipWebhooks ? "its writes fire none" : "its writes fire them"),
+      el("td", {}, when(k.createdAt), el("div", { class: "muted" }, text(k.createdBy))),
+      el("td", { class: k.revokedAt ? "status-failed" : "status-success" },
+        k.revokedAt ? "revoked " + when(k.revokedAt) : "active"),
+      el("td", { class: "row-actions" }, k.revokedAt ? "" :
+        el("button", { class: "danger revoke", onclick: () => revokeApiKey(k.id, k.name) }, "Revoke"))));
+  }
+}
+
+async function createApiKey(event) {
+  event.preventDefault();
+  const form = $("#api-key-form");
+  $("#api-key-error").textContent = "";
+  const input = { name: form.elements.name.value, skipWebhooks: form.elements.skipWebhooks.checked };
+  const body = await gql(`mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) {
+    key apiKey { id name } } }`, { input });
+  if (body.errors) { $("#api-key-error").textContent = body.errors[0].message.replace(/^\w+: /, ""); return; }
+  const created = body.data.createApiKey;
+  $("#api-key-notice").replaceChildren(
+    el("strong", {}, `Key "${created.apiKey.name}" created. Copy it now: it is shown only once. `),
+    el("code", { id: "new-api-key" }, created.key), " ",
+    el("button", { onclick: () => $("#api-key-notice").classList.add("hidden") }, "Done"));
+  $("#api-key-notice").classList.remove("hidden");
+  form.reset();
+  await loadApiKeys();
+}
+
+async function revokeApiKey(id, name) {
+  if (!confirm(`Revoke API key "${name}"? Requests with it are refused from now on.`)) return;
+  const body = await gql(`mutation($id: Int!) { revokeApiKey(id: $id) { apiKey { id } } }`, { id });
+  if (body.errors) { $("#api-key-error").textContent = body.errors[0].message; return; }
+  await loadApiKeys();
+}
+
+$("#api-key-form").addEventListener("submit", createApiKey);
 $("#login").addEventListener("click", signIn);
 $("#token").addEventListener("keydown", e => { if (e.key === "Enter") signIn(); });
 $("#logout").addEventListener("click", signOut);
