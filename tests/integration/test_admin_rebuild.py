@@ -67,7 +67,10 @@ async def quiet(dsn: str, vhost: str) -> None:
             )
         finally:
             await conn.close()
-        queues = [await rabbit.queue_depth(vhost, f"cronhooks.{q}") for q in ("scheduler", "dispatcher", "importer")]
+        queues = [
+            await rabbit.queue_depth(vhost, f"cronhooks.{q}")
+            for q in ("scheduler", "dispatcher", "importer")
+        ]
         return outbox == 0 and bool(caught_up) and queues == [0, 0, 0]
 
     await eventually(settled, timeout=30, interval=0.2)
@@ -103,6 +106,26 @@ async def test_rebuilt_read_models_equal_the_live_ones(
         cronSchedule="*/5 * * * *",
     )
     c, _ = await create_webhook(r, token, agent.url_for("gone", lambda *_: _gone()))
+    # A change webhook (CONTRACT §11) fired by the writer's notes (written at depth 1).
+    _, body = await r.graphql(
+        token,
+        """mutation($input: CreateChangeWebhookInput!) { createChangeWebhook(input: $input) {
+        changeWebhook { id } } }""",
+        {
+            "input": {
+                "url": agent.url_for("changes", _ok),
+                "includePatterns": ["digests/*"],
+                "maxDepth": 2,
+            }
+        },
+    )
+    d = body["data"]["createChangeWebhook"]["changeWebhook"]["id"]
+    await r.graphql(
+        token,
+        """mutation($id: Int!) { updateChangeWebhook(input: {id: $id, onRemove: false,
+        description: "digest watcher"}) { changeWebhook { id } } }""",
+        {"id": d},
+    )
     await r.graphql(
         token,
         """mutation($id: Int!) { updateCronWebhook(input: {id: $id, description: "renamed",
@@ -115,13 +138,16 @@ async def test_rebuilt_read_models_equal_the_live_ones(
     await finished(r, token, first)
     for _ in range(3):
         await finished(r, token, await trigger(r, token, b))
+    for got in await agent.wait_for(3, name="changes"):
+        await finished(r, token, got.body["id"])
     await finished(r, token, await trigger(r, token, c))  # 410: disables c
     await r.graphql(token, f"mutation {{ deleteCronWebhook(id: {a}) {{ id }} }}")
     await r.graphql(token, f"mutation {{ regenerateCronWebhookSecret(id: {b}) {{ secret }} }}")
     await quiet(settings.database_url, vhost)
 
     live = await snapshot(settings.database_url)
-    assert len(live["admin.webhooks"]) == 3 and len(live["admin.deliveries"]) == 5
+    assert len(live["admin.webhooks"]) == 4 and len(live["admin.deliveries"]) == 8
+    assert [w["kind"] for w in live["admin.webhooks"]] == ["cron", "cron", "cron", "change"]
     assert len(live["admin.notes"]) == 3
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -143,6 +169,10 @@ async def test_rebuilt_read_models_equal_the_live_ones(
 
 async def _gone() -> web.StreamResponse:
     return web.Response(status=410)
+
+
+async def _ok(_: web.Request, __: Received) -> web.StreamResponse:
+    return web.json_response({"status": "ok"})
 
 
 async def test_stats_and_consecutive_failures(system) -> None:  # type: ignore[no-untyped-def]

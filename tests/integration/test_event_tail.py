@@ -12,9 +12,9 @@ from uuid import UUID
 
 import asyncpg
 
-from cronhooks_admin.tail import START, Checkpoint, held_back, read_after
 from cronhooks_common import db, eventstore
 from cronhooks_common.events import Causation, NewEvent
+from cronhooks_common.tail import START, Checkpoint, held_back, read_after
 
 WRITERS = 8
 EVENTS = 1600  # a multiple of WRITERS

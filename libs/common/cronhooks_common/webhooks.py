@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from cronhooks_common import eventstore
-from cronhooks_common.events import CRON, EventType, webhook_stream
+from cronhooks_common.events import CHANGE, CRON, EventType, webhook_stream
 
 CONFIG_FIELDS: tuple[str, ...] = (
     "url",
@@ -32,6 +32,31 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "catch_up_policy",
     "misfire_grace_seconds",
 )
+
+# A change webhook's configuration (CONTRACT §11): its filter instead of a schedule.
+CHANGE_CONFIG_FIELDS: tuple[str, ...] = (
+    "url",
+    "include_patterns",
+    "exclude_patterns",
+    "on_create",
+    "on_update",
+    "on_remove",
+    "include_content",
+    "instruction",
+    "pass_api_key",
+    "timeout_seconds",
+    "max_depth",
+    "max_retries",
+    "enabled",
+    "description",
+    "read_patterns",
+    "write_patterns",
+)
+
+
+def config_fields(kind: str) -> tuple[str, ...]:
+    return CHANGE_CONFIG_FIELDS if kind == CHANGE else CONFIG_FIELDS
+
 
 TARGET_FIELDS: tuple[str, ...] = (
     "url",

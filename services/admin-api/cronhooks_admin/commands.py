@@ -21,12 +21,14 @@ from cronhooks_admin.validation import (
     check_idempotency_key,
     check_schedule,
     check_secret,
+    check_trigger_paths,
     normalize,
 )
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import (
+    CHANGE,
     CRON,
     Causation,
     EventType,
@@ -35,7 +37,7 @@ from cronhooks_common.events import (
     webhook_stream,
 )
 from cronhooks_common.signing import generate_secret
-from cronhooks_common.webhooks import CONFIG_FIELDS, WebhookState, load_webhook, target_of
+from cronhooks_common.webhooks import WebhookState, config_fields, load_webhook, target_of
 
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 
@@ -77,15 +79,18 @@ class Commands:
         # applies the same events again later, which changes nothing.
         await projection.apply_batch(conn, recorded)
 
-    async def create_webhook(self, fields: dict[str, Any], admin: Admin) -> tuple[int, str]:
-        """Create a webhook; return (id, secret). An idempotency key seen before returns
-        the webhook it created first."""
+    async def create_webhook(
+        self, fields: dict[str, Any], admin: Admin, kind: str = CRON
+    ) -> tuple[int, str]:
+        """Create a `kind` webhook; return (id, secret). An idempotency key seen before
+        returns the webhook it created first."""
         key = check_idempotency_key(fields.get("idempotency_key"))
-        config = normalize(fields, allow_private=self.allow_private)
-        config.setdefault("timezone", self.default_timezone)
-        check_schedule(config)
+        config = normalize(fields, allow_private=self.allow_private, kind=kind)
+        if kind == CRON:
+            config.setdefault("timezone", self.default_timezone)
+            check_schedule(config)
         secret = check_secret(fields.get("secret")) or generate_secret()
-        missing = [f for f in CONFIG_FIELDS if f not in config]
+        missing = [f for f in config_fields(kind) if f not in config]
         if missing:
             raise InputError(camel(missing[0]), "is required")
         async with self.pool.acquire() as conn, conn.transaction():
@@ -93,7 +98,7 @@ class Commands:
             if key is not None:
                 first = await self._claim_key(conn, key, webhook_id)
                 if first is not None:
-                    return first, await self._replayed_secret(conn, first)
+                    return first, await self._replayed_secret(conn, first, kind)
             await conn.execute(
                 "insert into shared.webhook_secrets (webhook_id, ciphertext) values ($1, $2)",
                 webhook_id,
@@ -101,9 +106,9 @@ class Commands:
             )
             data = {
                 "webhook_id": webhook_id,
-                "kind": CRON,
+                "kind": kind,
                 "config": config,
-                "changed": list(CONFIG_FIELDS),
+                "changed": list(config_fields(kind)),
             }
             await self._append(
                 conn,
@@ -114,15 +119,15 @@ class Commands:
             )
         return webhook_id, secret
 
-    async def update_webhook(self, fields: dict[str, Any], admin: Admin) -> int:
+    async def update_webhook(self, fields: dict[str, Any], admin: Admin, kind: str = CRON) -> int:
         webhook_id = int(fields["id"])
-        changes = normalize(fields, allow_private=self.allow_private)
+        changes = normalize(fields, allow_private=self.allow_private, kind=kind)
         new_secret = check_secret(fields.get("secret"))
         async with self.pool.acquire() as conn, conn.transaction():
-            state = await self._live_webhook(conn, webhook_id)
+            state = await self._live_webhook(conn, webhook_id, kind)
             config = state.config
             merged = {**config, **changes}
-            if changes.keys() & {"cron_schedule", "timezone"}:
+            if kind == CRON and changes.keys() & {"cron_schedule", "timezone"}:
                 check_schedule(merged)
             changed = sorted(k for k in changes if changes[k] != config[k])
             events = []
@@ -150,10 +155,10 @@ class Commands:
                 await self._append(conn, webhook_stream(webhook_id), state.version, events, admin)
         return webhook_id
 
-    async def delete_webhook(self, webhook_id: int, admin: Admin) -> int:
+    async def delete_webhook(self, webhook_id: int, admin: Admin, kind: str = CRON) -> int:
         """Soft delete: fires stop, history stays readable."""
         async with self.pool.acquire() as conn, conn.transaction():
-            state = await self._live_webhook(conn, webhook_id)
+            state = await self._live_webhook(conn, webhook_id, kind)
             await self._append(
                 conn,
                 webhook_stream(webhook_id),
@@ -167,10 +172,10 @@ class Commands:
             )
         return webhook_id
 
-    async def regenerate_secret(self, webhook_id: int, admin: Admin) -> str:
+    async def regenerate_secret(self, webhook_id: int, admin: Admin, kind: str = CRON) -> str:
         secret = generate_secret()
         async with self.pool.acquire() as conn, conn.transaction():
-            state = await self._live_webhook(conn, webhook_id)
+            state = await self._live_webhook(conn, webhook_id, kind)
             await self._store_secret(conn, webhook_id, secret)
             await self._append(
                 conn,
@@ -189,7 +194,7 @@ class Commands:
     async def trigger_webhook(self, webhook_id: int, admin: Admin) -> int:
         """Request a delivery now, outside the schedule; `nextRunAt` does not move."""
         async with self.pool.acquire() as conn, conn.transaction():
-            state = await self._live_webhook(conn, webhook_id)
+            state = await self._live_webhook(conn, webhook_id, CRON)
             delivery_id: int = await conn.fetchval("select nextval('eventstore.delivery_ids')")
             config = state.config
             data = {
@@ -211,9 +216,60 @@ class Commands:
             )
         return delivery_id
 
-    async def _live_webhook(self, conn: asyncpg.Connection, webhook_id: int) -> WebhookState:
+    async def trigger_change_webhook(self, webhook_id: int, paths: list[str], admin: Admin) -> int:
+        """A manual delivery of these notes (as they are now) as `update` changes at depth
+        0 (CONTRACT §11), whatever the webhook's filters say: the admin chose them."""
+        wanted = check_trigger_paths(paths)
+        async with self.pool.acquire() as conn, conn.transaction():
+            state = await self._live_webhook(conn, webhook_id, CHANGE)
+            rows = await conn.fetch(
+                "select path, content, content_hash, version from admin.notes"
+                " where path = any($1::text[]) and not removed order by path",
+                wanted,
+            )
+            missing = sorted(set(wanted) - {r["path"] for r in rows})
+            if missing:
+                raise InputError("paths", f"no note at {missing[0]!r}")
+            with_content = state.config.get("include_content", True)
+            changes = [
+                {
+                    "path": r["path"],
+                    "event": "update",
+                    "version": r["version"],
+                    "content_hash": r["content_hash"],
+                    **({"content": r["content"]} if with_content else {}),
+                }
+                for r in rows
+            ]
+            delivery_id: int = await conn.fetchval("select nextval('eventstore.delivery_ids')")
+            data = {
+                "delivery_id": delivery_id,
+                "webhook_id": webhook_id,
+                "kind": CHANGE,
+                "attempt": 1,
+                "trigger": "manual",
+                "scheduled_for": None,
+                "missed_count": 0,
+                "depth": 0,
+                "changes": changes,
+                "target": target_of(state.config),
+            }
+            await self._append(
+                conn,
+                delivery_stream(delivery_id),
+                0,
+                [NewEvent(EventType.DELIVERY_REQUESTED, data)],
+                admin,
+            )
+        return delivery_id
+
+    async def _live_webhook(
+        self, conn: asyncpg.Connection, webhook_id: int, kind: str
+    ) -> WebhookState:
+        """The webhook as its stream tells it; NOT_FOUND when deleted or of the other kind
+        (cron and change webhooks share one id space)."""
         state = await load_webhook(conn, webhook_id)
-        if state is None or state.deleted:
+        if state is None or state.deleted or state.kind != kind:
             raise NotFound("webhook", webhook_id)
         return state
 
@@ -253,12 +309,14 @@ class Commands:
         )
         return first
 
-    async def _replayed_secret(self, conn: asyncpg.Connection, webhook_id: int) -> str:
+    async def _replayed_secret(self, conn: asyncpg.Connection, webhook_id: int, kind: str) -> str:
         """The first answer's secret, while it is still true (CONTRACT §15): a replay never
         reveals a secret again once it was rotated or replaced, nor a deleted webhook."""
         events = await eventstore.read_stream(conn, webhook_stream(webhook_id))
         if any(e.type == EventType.WEBHOOK_DELETED for e in events):
             raise NotFound("webhook", webhook_id)
+        if events and events[0].data.get("kind", CRON) != kind:
+            raise Conflict(f"idempotency key already used for webhook {webhook_id} of another kind")
         if any(e.type == EventType.WEBHOOK_SECRET_ROTATED for e in events):
             raise Conflict(
                 f"idempotency key already used for webhook {webhook_id}, whose secret has"

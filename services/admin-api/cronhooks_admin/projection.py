@@ -21,7 +21,7 @@ import asyncpg
 
 from cronhooks_admin import projection_batches as batches
 from cronhooks_common.cron import CronError, CronSchedule
-from cronhooks_common.events import Event, EventType
+from cronhooks_common.events import CHANGE, Event, EventType
 from cronhooks_common.relay import publish_rounds
 
 Apply = Callable[[asyncpg.Connection, Event], Awaitable[None]]
@@ -41,6 +41,9 @@ def next_run(config: dict[str, Any], after: datetime) -> datetime | None:
 
 
 async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
+    if event.data.get("kind") == CHANGE:
+        await _change_webhook_created(conn, event)
+        return
     c = event.data["config"]
     await conn.execute(
         """
@@ -78,6 +81,9 @@ async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
 
 
 async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
+    if event.data.get("kind") == CHANGE:
+        await _change_webhook_updated(conn, event)
+        return
     c = event.data["config"]
     changed = set(event.data.get("changed", []))
     reschedule = bool(changed & {"cron_schedule", "timezone", "enabled"})
@@ -117,6 +123,66 @@ async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
         reschedule,
         next_run(c, event.occurred_at),
         "enabled" in changed and c["enabled"],  # re-enabling resets the failure count
+    )
+
+
+_CHANGE_COLUMNS = (
+    "url",
+    "include_patterns",
+    "exclude_patterns",
+    "on_create",
+    "on_update",
+    "on_remove",
+    "include_content",
+    "instruction",
+    "pass_api_key",
+    "timeout_seconds",
+    "max_depth",
+    "max_retries",
+    "enabled",
+    "description",
+    "read_patterns",
+    "write_patterns",
+)
+
+
+async def _change_webhook_created(conn: asyncpg.Connection, event: Event) -> None:
+    c = event.data["config"]
+    columns = ", ".join(_CHANGE_COLUMNS)
+    values = ", ".join(f"${i}" for i in range(5, 5 + len(_CHANGE_COLUMNS)))
+    await conn.execute(
+        f"""
+        insert into admin.webhooks
+            (id, stream_version, kind, has_secret, created_at, created_by, updated_at,
+             {columns})
+        values ($1, $2, 'change', true, $3, $4, $3, {values})
+        on conflict (id) do nothing
+        """,
+        event.data["webhook_id"],
+        event.version,
+        event.occurred_at,
+        event.actor,
+        *(c[k] for k in _CHANGE_COLUMNS),
+    )
+
+
+async def _change_webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
+    c = event.data["config"]
+    changed = set(event.data.get("changed", []))
+    sets = ", ".join(f"{k} = ${i}" for i, k in enumerate(_CHANGE_COLUMNS, start=5))
+    await conn.execute(
+        f"""
+        update admin.webhooks set stream_version = $2, updated_at = $3,
+            failures_reset_at = case when $4 then $3 else failures_reset_at end,
+            disabled_reason = case when $4 then null else disabled_reason end,
+            {sets}
+        where id = $1 and stream_version < $2
+        """,
+        event.data["webhook_id"],
+        event.version,
+        event.occurred_at,
+        "enabled" in changed and c["enabled"],  # re-enabling resets the failure count
+        *(c[k] for k in _CHANGE_COLUMNS),
     )
 
 

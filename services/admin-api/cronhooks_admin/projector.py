@@ -21,10 +21,10 @@ import structlog
 from prometheus_client import Counter
 
 from cronhooks_admin import projection
-from cronhooks_admin.tail import Checkpoint, held_back, read_after
 from cronhooks_common import db
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.relay import NOTIFY_CHANNEL
+from cronhooks_common.tail import Checkpoint, held_back, read_after
 
 log = structlog.get_logger(__name__)
 

@@ -15,8 +15,8 @@ import structlog
 
 from cronhooks_admin import projection
 from cronhooks_admin.projector import PROJECTOR_LOCK, save_checkpoint
-from cronhooks_admin.tail import START, read_after
 from cronhooks_common import db
+from cronhooks_common.tail import START, read_after
 
 log = structlog.get_logger(__name__)
 

@@ -12,6 +12,7 @@ from cronhooks_admin.commands import Conflict, NotFound
 from cronhooks_admin.context import NEXT_RUNS, Context
 from cronhooks_admin.validation import InputError
 from cronhooks_common.cron import CronError, CronSchedule
+from cronhooks_common.events import CHANGE, CRON
 from cronhooks_common.eventstore import ConcurrencyError
 from cronhooks_common.globs import glob_to_regex, like_prefix, pattern_problem
 from cronhooks_common.graphql_support import bad_input
@@ -45,10 +46,13 @@ async def _command(run: Callable[[], Awaitable[T]]) -> T:
     )
 
 
-async def _webhook_row(ctx: Context, webhook_id: int) -> dict[str, Any]:
-    """The live webhook's row, or NOT_FOUND (a deleted webhook is unknown)."""
+async def _webhook_row(ctx: Context, webhook_id: int, kind: str = CRON) -> dict[str, Any]:
+    """The live webhook's row, or NOT_FOUND (a deleted webhook, or one of the other kind,
+    is unknown)."""
     row = await ctx.pool.fetchrow(
-        "select * from admin.webhooks where id = $1 and disabled_at is null", webhook_id
+        "select * from admin.webhooks where id = $1 and kind = $2 and disabled_at is null",
+        webhook_id,
+        kind,
     )
     if row is None:
         raise not_found(f"webhook {webhook_id} not found")
@@ -61,7 +65,8 @@ async def _webhook_row(ctx: Context, webhook_id: int) -> dict[str, Any]:
 async def cron_webhooks(_: Any, info: Info) -> list[dict[str, Any]]:
     ctx = info.context
     rows = await ctx.pool.fetch(
-        "select * from admin.webhooks where disabled_at is null order by created_at, id"
+        "select * from admin.webhooks where kind = 'cron' and disabled_at is null"
+        " order by created_at, id"
     )
     return [dict(r) for r in rows]
 
@@ -70,7 +75,8 @@ async def cron_webhook(_: Any, info: Info, id: int) -> dict[str, Any] | None:
     """A deleted webhook is unknown: null, like an id never used."""
     ctx = info.context
     row = await ctx.pool.fetchrow(
-        "select * from admin.webhooks where id = $1 and disabled_at is null", id
+        "select * from admin.webhooks where id = $1 and kind = 'cron' and disabled_at is null",
+        id,
     )
     return None if row is None else dict(row)
 
@@ -78,17 +84,76 @@ async def cron_webhook(_: Any, info: Info, id: int) -> dict[str, Any] | None:
 async def cron_webhook_deliveries(
     _: Any, info: Info, cron_webhook_id: int, limit: int = 50
 ) -> list[dict[str, Any]]:
-    ctx = info.context
+    return await _deliveries(info.context, cron_webhook_id, limit, CRON)
+
+
+async def _deliveries(ctx: Context, webhook_id: int, limit: int, kind: str) -> list[dict[str, Any]]:
     if not 1 <= limit <= MAX_LIMIT:
         raise bad_input("limit", f"must be from 1 to {MAX_LIMIT}")
-    await _webhook_row(ctx, cron_webhook_id)  # NOT_FOUND when unknown or deleted
+    await _webhook_row(ctx, webhook_id, kind)  # NOT_FOUND when unknown or deleted
     rows = await ctx.pool.fetch(
         "select * from admin.deliveries where cron_webhook_id = $1"
         " order by created_at desc, id desc limit $2",
-        cron_webhook_id,
+        webhook_id,
         limit,
     )
     return [dict(r) for r in rows]
+
+
+# --- change webhooks (CONTRACT §11) ------------------------------------------------------
+
+
+async def change_webhooks(_: Any, info: Info) -> list[dict[str, Any]]:
+    rows = await info.context.pool.fetch(
+        "select * from admin.webhooks where kind = 'change' and disabled_at is null"
+        " order by created_at, id"
+    )
+    return [dict(r) for r in rows]
+
+
+async def change_webhook(_: Any, info: Info, id: int) -> dict[str, Any] | None:
+    row = await info.context.pool.fetchrow(
+        "select * from admin.webhooks where id = $1 and kind = 'change' and disabled_at is null",
+        id,
+    )
+    return None if row is None else dict(row)
+
+
+async def change_webhook_deliveries(
+    _: Any, info: Info, change_webhook_id: int, limit: int = 50
+) -> list[dict[str, Any]]:
+    return await _deliveries(info.context, change_webhook_id, limit, CHANGE)
+
+
+async def create_change_webhook(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+    ctx = info.context
+    webhook_id, secret = await _command(
+        lambda: ctx.commands.create_webhook(input, ctx.admin, CHANGE)
+    )
+    return {"change_webhook": await _webhook_row(ctx, webhook_id, CHANGE), "secret": secret}
+
+
+async def update_change_webhook(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+    ctx = info.context
+    webhook_id = await _command(lambda: ctx.commands.update_webhook(input, ctx.admin, CHANGE))
+    return {"change_webhook": await _webhook_row(ctx, webhook_id, CHANGE)}
+
+
+async def delete_change_webhook(_: Any, info: Info, id: int) -> dict[str, Any]:
+    ctx = info.context
+    return {"id": await _command(lambda: ctx.commands.delete_webhook(id, ctx.admin, CHANGE))}
+
+
+async def regenerate_change_webhook_secret(_: Any, info: Info, id: int) -> dict[str, Any]:
+    ctx = info.context
+    secret = await _command(lambda: ctx.commands.regenerate_secret(id, ctx.admin, CHANGE))
+    return {"change_webhook": await _webhook_row(ctx, id, CHANGE), "secret": secret}
+
+
+async def trigger_change_webhook(_: Any, info: Info, id: int, paths: list[str]) -> dict[str, Any]:
+    ctx = info.context
+    delivery_id = await _command(lambda: ctx.commands.trigger_change_webhook(id, paths, ctx.admin))
+    return {"delivery_id": delivery_id}
 
 
 async def cron_webhook_delivery(_: Any, info: Info, id: int) -> dict[str, Any] | None:

@@ -19,7 +19,8 @@ from cronhooks_admin import resolvers
 from cronhooks_common.graphql_support import datetime_scalar
 
 delivery_trigger = EnumType(
-    "DeliveryTrigger", {"SCHEDULE": "schedule", "MANUAL": "manual", "RETRY": "retry"}
+    "DeliveryTrigger",
+    {"SCHEDULE": "schedule", "MANUAL": "manual", "RETRY": "retry", "CHANGE": "change"},
 )
 
 query = QueryType()
@@ -32,6 +33,9 @@ query.set_field("notes", resolvers.notes)
 query.set_field("agents", resolvers.agents)
 query.set_field("agentTriggers", resolvers.agent_triggers)
 query.set_field("apiKeys", resolvers.api_keys)
+query.set_field("changeWebhooks", resolvers.change_webhooks)
+query.set_field("changeWebhook", resolvers.change_webhook)
+query.set_field("changeWebhookDeliveries", resolvers.change_webhook_deliveries)
 
 mutation = MutationType()
 mutation.set_field("createCronWebhook", resolvers.create_cron_webhook)
@@ -44,6 +48,11 @@ mutation.set_field("rotateAgentToken", resolvers.rotate_agent_token)
 mutation.set_field("deleteAgent", resolvers.delete_agent)
 mutation.set_field("createApiKey", resolvers.create_api_key)
 mutation.set_field("revokeApiKey", resolvers.revoke_api_key)
+mutation.set_field("createChangeWebhook", resolvers.create_change_webhook)
+mutation.set_field("updateChangeWebhook", resolvers.update_change_webhook)
+mutation.set_field("deleteChangeWebhook", resolvers.delete_change_webhook)
+mutation.set_field("regenerateChangeWebhookSecret", resolvers.regenerate_change_webhook_secret)
+mutation.set_field("triggerChangeWebhook", resolvers.trigger_change_webhook)
 mutation.set_field("pushNotes", resolvers.push_notes)
 mutation.set_field("commitNotes", resolvers.commit_notes)
 mutation.set_field("hideNotes", resolvers.hide_notes)
@@ -63,6 +72,10 @@ cron_webhook.set_field("nextRuns", resolvers.resolve_cron_webhook_next_runs)
 cron_webhook.set_field("consecutiveFailures", resolvers.resolve_cron_webhook_consecutive_failures)
 cron_webhook.set_field("stats", resolvers.resolve_cron_webhook_stats)
 
+change_webhook = ObjectType("ChangeWebhook")
+change_webhook.set_field("consecutiveFailures", resolvers.resolve_cron_webhook_consecutive_failures)
+change_webhook.set_field("stats", resolvers.resolve_cron_webhook_stats)
+
 cron_webhook_delivery = ObjectType("CronWebhookDelivery")
 cron_webhook_delivery.set_field("attempts", resolvers.resolve_delivery_attempts)
 
@@ -76,6 +89,7 @@ def build_schema() -> GraphQLSchema:
         query,
         mutation,
         cron_webhook,
+        change_webhook,
         cron_webhook_delivery,
         *note_write_unions,
         convert_names_case=True,

@@ -10,10 +10,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cronhooks_common.cron import CronError, CronSchedule, parse_zone
+from cronhooks_common.events import CHANGE, CRON
 from cronhooks_common.globs import pattern_problem
+from cronhooks_common.paths import path_problem
 from cronhooks_common.signing import secret_problem
 from cronhooks_common.targets import literal_problem
-from cronhooks_common.webhooks import CONFIG_FIELDS
+from cronhooks_common.webhooks import config_fields
 
 MAX_URL = 2048
 MAX_INSTRUCTION = 64 << 10
@@ -107,10 +109,13 @@ def check_secret(secret: str | None) -> str | None:
     return secret
 
 
-def normalize(fields: dict[str, Any], *, allow_private: bool = True) -> dict[str, Any]:
-    """Check every given configuration field (snake_case keys) and return them."""
+def normalize(
+    fields: dict[str, Any], *, allow_private: bool = True, kind: str = CRON
+) -> dict[str, Any]:
+    """Check every given configuration field of a `kind` webhook (snake_case keys) and
+    return them."""
     out: dict[str, Any] = {}
-    for key in CONFIG_FIELDS:
+    for key in config_fields(kind):
         value = fields.get(key)
         if value is None:
             continue
@@ -131,17 +136,36 @@ def normalize(fields: dict[str, Any], *, allow_private: bool = True) -> dict[str
         elif key == "max_retries":
             value = _int_range(name, value, 0, 20)
         elif key == "max_depth":
-            value = _int_range(name, value, 1, 100)
+            # A change webhook with maxDepth 0 never fires (CONTRACT §11): allowed.
+            value = _int_range(name, value, 0 if kind == CHANGE else 1, 100)
         elif key == "misfire_grace_seconds":
             value = _int_range(name, value, 0, 7 * 86400)
         elif key == "instruction":
             value = _text(name, value, MAX_INSTRUCTION)
         elif key == "description":
             value = _text(name, value, MAX_DESCRIPTION)
-        elif key in ("read_patterns", "write_patterns"):
+        elif key in ("read_patterns", "write_patterns", "include_patterns", "exclude_patterns"):
             value = check_patterns(name, value)
         out[key] = value
+    if out.get("include_patterns") == []:
+        raise InputError("includePatterns", "needs at least one pattern, or nothing would match")
     return out
+
+
+MAX_TRIGGER_PATHS = 1000
+
+
+def check_trigger_paths(paths: list[str]) -> list[str]:
+    """The paths of a manual change delivery: 1 to 1,000 note paths, each once."""
+    if not paths:
+        raise InputError("paths", "needs at least one path")
+    if len(paths) > MAX_TRIGGER_PATHS:
+        raise InputError("paths", f"at most {MAX_TRIGGER_PATHS} paths")
+    for path in paths:
+        problem = path_problem(path)
+        if problem is not None:
+            raise InputError("paths", f"{path!r} {problem}")
+    return sorted(set(paths))
 
 
 def check_idempotency_key(key: str | None) -> str | None:

@@ -44,7 +44,6 @@ from cronhooks_dispatcher.retry import next_attempt_at
 log = structlog.get_logger(__name__)
 
 MAX_LOGGED_RESPONSE = 64 << 10
-SYNC_DEPTH = 1  # changes answered synchronously are written at depth 1 (CONTRACT §4)
 
 ATTEMPTS = Counter("cronhooks_dispatcher_attempts_total", "HTTP attempts", ["outcome"])
 DELIVERIES = Counter("cronhooks_dispatcher_deliveries_total", "Finished deliveries", ["outcome"])
@@ -272,7 +271,9 @@ class Dispatcher:
             "changes": changes,
             "write_patterns": request["target"]["write_patterns"],
             "max_depth": request["target"].get("max_depth", 1),
-            "depth": SYNC_DEPTH,
+            # Written one deeper than what the delivery answers (CONTRACT §4, §11): a cron
+            # slot is depth 0, a change delivery the depth of its note batch.
+            "depth": int(request.get("depth", 0)) + 1,
         }
         return Record(
             cause=event,

@@ -1,11 +1,12 @@
-"""The webhook request body (CONTRACT §3), built from a `delivery.requested` event. Pure."""
+"""The webhook request body (CONTRACT §3; a change webhook's, §11), built from a
+`delivery.requested` event. Pure."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from cronhooks_common import jsonfast
-from cronhooks_common.events import CRON
+from cronhooks_common.events import CHANGE, CRON
 
 RESPONSE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -39,18 +40,26 @@ def build_body(
 ) -> dict[str, Any]:
     """The JSON body for one attempt. `request` is the `delivery.requested` data."""
     target = request["target"]
+    kind = request.get("kind", CRON)
     body: dict[str, Any] = {
         "version": 1,
         "id": request["delivery_id"],
         "webhook_id": request["webhook_id"],
-        "kind": request.get("kind", CRON),
+        "kind": kind,
         "timestamp": timestamp,
-        "scheduled_for": request.get("scheduled_for"),
-        "trigger": request["trigger"],
-        "attempt": request["attempt"],
-        "missed_count": request.get("missed_count", 0),
-        "instruction": target["instruction"],
     }
+    if kind == CHANGE:  # CONTRACT §11: the batch's changes instead of a slot
+        body["trigger"] = request["trigger"]
+        body["attempt"] = request["attempt"]
+        body["depth"] = int(request.get("depth", 0))
+        body["instruction"] = target["instruction"]
+        body["changes"] = request.get("changes", [])
+    else:
+        body["scheduled_for"] = request.get("scheduled_for")
+        body["trigger"] = request["trigger"]
+        body["attempt"] = request["attempt"]
+        body["missed_count"] = request.get("missed_count", 0)
+        body["instruction"] = target["instruction"]
     if request["attempt"] > 1:
         body["previous_error"] = request.get("previous_error") or ""
     body["response_schema"] = RESPONSE_SCHEMA

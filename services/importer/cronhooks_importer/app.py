@@ -16,6 +16,7 @@ from cronhooks_importer.agent_graphql import add_agent_graphql
 from cronhooks_importer.agent_notes import AgentNotes
 from cronhooks_importer.api import add_token_api
 from cronhooks_importer.callers import Callers
+from cronhooks_importer.change_matcher import ChangeMatcher
 from cronhooks_importer.imports import make_handler
 from cronhooks_importer.scopes import WebhookScopes
 
@@ -49,11 +50,15 @@ class Importer:
             routing_keys=[EventType.DELIVERY_CHANGES_RECEIVED],
             transactional=make_handler(runtime.clock),
         )
+        # Change webhooks: committed note batches → delivery.requested (change_matcher.py).
+        self.matcher = ChangeMatcher(runtime.pool, settings.database_url, runtime.clock)
 
     async def start(self) -> None:
         await self.consumer.start()
+        await self.matcher.start()
 
     async def stop(self) -> None:
+        await self.matcher.stop()
         await self.consumer.stop()
 
 

@@ -28,7 +28,7 @@ from prometheus_client import Counter
 from cronhooks_common import eventstore
 from cronhooks_common.clock import iso
 from cronhooks_common.cron import CronError, cached_schedule
-from cronhooks_common.events import CRON, Causation, EventType, NewEvent, delivery_stream
+from cronhooks_common.events import CHANGE, CRON, Causation, EventType, NewEvent, delivery_stream
 from cronhooks_common.webhooks import target_of
 from cronhooks_scheduler.slots import SlotPlan, plan_slots
 from cronhooks_scheduler.triggers import first_fire, retry_fire
@@ -201,11 +201,37 @@ async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000)
                 continue
             slots.extend(_slot_records(row["subject"], row["config"], plan))
             moves.append((row["timer_key"], plan.next_due))
+        retries = await _with_changes(conn, retries)
         appends = await _record_slots(conn, slots) + await _current(conn, retries) + fires
         await _append_all(conn, appends, now)
         REQUESTED.inc(sum(1 for _, _, e, _ in appends if e.type == EventType.DELIVERY_REQUESTED))
         await _move_timers(conn, moves)
         return len(rows)
+
+
+async def _with_changes(conn: asyncpg.Connection, retries: list[Append]) -> list[Append]:
+    """A retry of a change delivery sends the same changes at the same depth: they come
+    from the delivery's first request (one read for all such retries of the batch)."""
+    streams = [
+        s
+        for s, _, e, _ in retries
+        if e.type == EventType.DELIVERY_REQUESTED and e.data.get("kind") == CHANGE
+    ]
+    if not streams:
+        return retries
+    rows = await conn.fetch(
+        "select stream, data from eventstore.events where stream = any($1::text[]) and version = 1",
+        streams,
+    )
+    first = {r["stream"]: r["data"] for r in rows}
+    out: list[Append] = []
+    for stream, version, event, causation in retries:
+        original = first.get(stream)
+        if original is not None and event.data.get("kind") == CHANGE:
+            carried = {k: original[k] for k in ("depth", "batch_id", "changes") if k in original}
+            event = NewEvent(event.type, {**event.data, **carried})
+        out.append((stream, version, event, causation))
+    return out
 
 
 async def _append_all(conn: asyncpg.Connection, appends: list[Append], now: datetime) -> None:

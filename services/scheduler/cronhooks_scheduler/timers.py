@@ -14,7 +14,7 @@ import asyncpg
 import structlog
 
 from cronhooks_common.cron import CronError, CronSchedule
-from cronhooks_common.events import Event, EventType
+from cronhooks_common.events import CHANGE, Event, EventType
 from cronhooks_common.webhooks import SCHEDULE_FIELDS
 
 log = structlog.get_logger(__name__)
@@ -107,7 +107,8 @@ async def on_webhook_event(conn: asyncpg.Connection, event: Event) -> None:
         deleted,
         gone,
     )
-    if deleted or not config.get("enabled", True):
+    if deleted or not config.get("enabled", True) or event.data.get("kind") == CHANGE:
+        # (A change webhook has no schedule: its copy is kept for its retries' targets.)
         await set_cron_timer(conn, webhook_id, None)
     elif reschedule:
         # Created, rescheduled or resumed: the next slot after the change, never a catch-up

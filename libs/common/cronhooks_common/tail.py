@@ -1,5 +1,7 @@
 """Read the event store in commit order, without skipping anything (the relay's trap).
 
+Used by admin-api's projector and the importer's change matcher.
+
 Positions are handed out at insert, not at commit: transaction A takes position 10, B
 takes 11 and commits first; a reader that has seen 11 and remembers "after 11" never sees
 A's 10. So the reader does not go by position alone. Every event records the id of the
@@ -15,6 +17,7 @@ ends (`held_back` says so, so the caller can look again soon instead of sleeping
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import asyncpg
@@ -39,6 +42,18 @@ where (txid, position) > ($1, $2) and txid < {WATERMARK}
 order by txid, position
 limit $3
 """
+_READ_TYPES = f"""
+select txid, position, {_COLUMNS} from eventstore.events
+where (txid, position) > ($1, $2) and txid < {WATERMARK} and type = any($4::text[])
+order by txid, position
+limit $3
+"""
+# The rest of one transaction's events after a position (it has committed: it was read).
+_REST = f"""
+select txid, position, {_COLUMNS} from eventstore.events
+where txid = $1 and position > $2 and type = any($3::text[])
+order by position
+"""
 
 # A checkpoint's txid was below the watermark when it was read, and the watermark only
 # rises, so "after the checkpoint and at or above the watermark" is simply "at or above
@@ -53,11 +68,30 @@ where txid > $1 and txid >= {WATERMARK}
 
 
 async def read_after(
-    conn: asyncpg.Connection, after: Checkpoint, limit: int
+    conn: asyncpg.Connection,
+    after: Checkpoint,
+    limit: int,
+    *,
+    types: Sequence[str] | None = None,
 ) -> tuple[list[Event], Checkpoint]:
-    """The next committed events after `after`, in (txid, position) order, and the
-    checkpoint of the last one (`after` if there were none)."""
-    rows = await conn.fetch(_READ, after.txid, after.position, limit)
+    """The next committed events after `after` (of `types` only, if given), in (txid,
+    position) order, and the checkpoint of the last one (`after` if there were none)."""
+    if types is None:
+        rows = await conn.fetch(_READ, after.txid, after.position, limit)
+    else:
+        rows = await conn.fetch(_READ_TYPES, after.txid, after.position, limit, list(types))
+    return _events(rows, after)
+
+
+async def read_rest_of(
+    conn: asyncpg.Connection, at: Checkpoint, *, types: Sequence[str]
+) -> tuple[list[Event], Checkpoint]:
+    """The events of transaction `at.txid` after `at` (a read that stopped at its limit
+    inside a transaction completes it with this), and the checkpoint of the last."""
+    return _events(await conn.fetch(_REST, at.txid, at.position, list(types)), at)
+
+
+def _events(rows: list[asyncpg.Record], after: Checkpoint) -> tuple[list[Event], Checkpoint]:
     if not rows:
         return [], after
     return [event_from_row(r) for r in rows], Checkpoint(rows[-1]["txid"], rows[-1]["position"])

@@ -1,0 +1,273 @@
+"""Change webhooks (CONTRACT §11): every committed note batch requests one delivery per
+change webhook it fires.
+
+The matcher tails the event store in commit order (cronhooks_common.tail) and reads the
+`webhook.*` events of change webhooks and the `note.changed` events together, as they
+were committed: a batch is judged against the change webhooks as they stood when it
+committed, and a replay judges it the same way. For each step, in one transaction: the
+change webhooks it learnt about (`importer.change_webhooks`, its own copy), a row per
+(webhook, batch) it fires (`importer.change_requests`, unique: a crash or a second
+replica can never request a second delivery), the `delivery.requested` events, and the
+checkpoint. One replica matches at a time (an advisory lock, as admin-api's projector).
+
+A batch's `note.changed` events share one transaction, so they are read together; a step
+that stops at its size limit in the middle of a transaction reads that transaction's rest
+before matching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import structlog
+from prometheus_client import Counter
+
+from cronhooks_common import db, eventstore
+from cronhooks_common.clock import Clock
+from cronhooks_common.db import TRANSIENT_DB_ERRORS
+from cronhooks_common.events import CHANGE, Causation, Event, EventType, NewEvent, delivery_stream
+from cronhooks_common.relay import NOTIFY_CHANNEL
+from cronhooks_common.tail import Checkpoint, held_back, read_after, read_rest_of
+from cronhooks_common.webhooks import target_of
+from cronhooks_importer.change_index import ChangeIndex
+
+log = structlog.get_logger(__name__)
+
+MATCHER_LOCK = 0x63726F6E_6D617463  # "cronmatc"
+HELD_BACK_FIRST = 0.005
+WEBHOOK_TYPES = (
+    EventType.WEBHOOK_CREATED,
+    EventType.WEBHOOK_UPDATED,
+    EventType.WEBHOOK_DISABLED,
+    EventType.WEBHOOK_DELETED,
+)
+TYPES = [*WEBHOOK_TYPES, EventType.NOTE_CHANGED]
+
+Append = tuple[str, int, NewEvent, Causation]  # as eventstore.append_many takes them
+
+REQUESTED = Counter(
+    "cronhooks_change_deliveries_requested_total", "Deliveries requested by change webhooks"
+)
+BATCHES = Counter("cronhooks_change_batches_matched_total", "Note batches matched")
+
+
+def note_batches(events: list[Event]) -> Iterator[list[Event]]:
+    """Consecutive `note.changed` events of one batch (they share `batch_id`)."""
+    batch: list[Event] = []
+    for event in events:
+        if batch and event.data.get("batch_id") != batch[0].data.get("batch_id"):
+            yield batch
+            batch = []
+        batch.append(event)
+    if batch:
+        yield batch
+
+
+class ChangeMatcher:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        dsn: str,
+        clock: Clock,
+        *,
+        batch_size: int = 1000,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self._pool = pool
+        self._dsn = dsn
+        self._clock = clock
+        self._batch_size = batch_size
+        self._poll_seconds = poll_seconds
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        # The index as of `_index_at`; None: load it from importer.change_webhooks.
+        self._index: ChangeIndex | None = None
+        self._index_at: Checkpoint | None = None
+
+    async def start(self) -> None:
+        listen = db.wake_on_notify(self._dsn, NOTIFY_CHANNEL, self._wake, name="change-matcher")
+        self._tasks = [asyncio.create_task(listen), asyncio.create_task(self._run())]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        delay, patience = 0.2, HELD_BACK_FIRST
+        while True:
+            try:
+                read, waiting = await self.step()
+                delay = 0.2
+            except TRANSIENT_DB_ERRORS as exc:
+                log.warning("change_matcher_database_unavailable", error=repr(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if read:
+                patience = HELD_BACK_FIRST
+                continue  # more may be there already
+            if waiting:
+                await asyncio.sleep(patience)
+                patience = min(patience * 2, self._poll_seconds)
+                continue
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll_seconds)
+
+    async def step(self) -> tuple[int, bool]:
+        """Match one batch of committed events; (events read, whether committed events
+        wait behind an older transaction still running)."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                if not await conn.fetchval("select pg_try_advisory_xact_lock($1)", MATCHER_LOCK):
+                    return 0, False  # another replica matches
+                row = await conn.fetchrow(
+                    "select txid, position from importer.change_matcher_checkpoint"
+                )
+                after = Checkpoint(row["txid"], row["position"])
+                index = await self._index_for(conn, after)
+                events, last = await read_after(conn, after, self._batch_size, types=TYPES)
+                if len(events) == self._batch_size:
+                    rest, last = await read_rest_of(conn, last, types=TYPES)
+                    events += rest
+                if events:
+                    await self._apply(conn, index, events)
+                    await conn.execute(
+                        "update importer.change_matcher_checkpoint set txid = $1, position = $2",
+                        last.txid,
+                        last.position,
+                    )
+                waiting = await held_back(conn, last)
+        except BaseException:
+            self._index = None  # its changes may not have committed: load it again
+            raise
+        self._index_at = last
+        return len(events), waiting
+
+    async def _index_for(self, conn: asyncpg.Connection, at: Checkpoint) -> ChangeIndex:
+        """The index as of checkpoint `at` (another replica may have moved it since)."""
+        if self._index is None or self._index_at != at:
+            index = ChangeIndex()
+            for r in await conn.fetch("select webhook_id, config from importer.change_webhooks"):
+                index.put(r["webhook_id"], r["config"])
+            self._index = index
+            log.info("change_webhooks_loaded", live=len(index))
+        return self._index
+
+    async def _apply(
+        self, conn: asyncpg.Connection, index: ChangeIndex, events: list[Event]
+    ) -> None:
+        now = self._clock.now()
+        appends: list[Append] = []
+        notes: list[Event] = []
+        for event in events:
+            if event.type == EventType.NOTE_CHANGED:
+                notes.append(event)
+                continue
+            # A webhook event ends the run of note events before it: those batches are
+            # judged by the webhooks as they were until now.
+            appends += await self._match(conn, index, notes, now)
+            notes = []
+            await self._webhook_event(conn, index, event)
+        appends += await self._match(conn, index, notes, now)
+        if appends:
+            await eventstore.append_many(conn, appends, occurred_at=now)
+            REQUESTED.inc(len(appends))
+
+    async def _webhook_event(
+        self, conn: asyncpg.Connection, index: ChangeIndex, event: Event
+    ) -> None:
+        data = event.data
+        webhook_id = int(data["webhook_id"])
+        if data.get("kind") != CHANGE:
+            return  # a cron webhook (one id space: the kind tells them apart)
+        if event.type in (EventType.WEBHOOK_CREATED, EventType.WEBHOOK_UPDATED):
+            config: dict[str, Any] | None = dict(data["config"])
+        elif event.type == EventType.WEBHOOK_DISABLED:
+            stored = await conn.fetchval(
+                "select config from importer.change_webhooks where webhook_id = $1", webhook_id
+            )
+            config = {**(stored or {}), "enabled": False} if stored is not None else None
+        else:
+            config = None  # deleted
+        if config is None:
+            await conn.execute(
+                "delete from importer.change_webhooks where webhook_id = $1", webhook_id
+            )
+        else:
+            await conn.execute(
+                """
+                insert into importer.change_webhooks (webhook_id, config) values ($1, $2)
+                on conflict (webhook_id) do update set config = excluded.config
+                """,
+                webhook_id,
+                config,
+            )
+        index.put(webhook_id, config)
+
+    async def _match(
+        self, conn: asyncpg.Connection, index: ChangeIndex, notes: list[Event], now: datetime
+    ) -> list[Append]:
+        appends: list[Append] = []
+        for batch in note_batches(notes):
+            BATCHES.inc()
+            first = batch[0].data
+            if any(e.data.get("skip_webhooks") for e in batch):
+                continue  # written with a skipWebhooks API key
+            depth = int(first.get("depth", 0))
+            for hook, changes in index.matches([e.data for e in batch], depth=depth):
+                delivery_id = await conn.fetchval(
+                    """
+                    with claim as (
+                        insert into importer.change_requests
+                            (webhook_id, batch_id, delivery_id, requested_at)
+                        values ($1, $2, nextval('eventstore.delivery_ids'), $3)
+                        on conflict (webhook_id, batch_id) do nothing
+                        returning delivery_id
+                    )
+                    select delivery_id from claim
+                    """,
+                    hook.webhook_id,
+                    first["batch_id"],
+                    now,
+                )
+                if delivery_id is None:
+                    continue  # requested before (a replay): never a second delivery
+                data = {
+                    "delivery_id": delivery_id,
+                    "webhook_id": hook.webhook_id,
+                    "kind": CHANGE,
+                    "attempt": 1,
+                    "trigger": "change",
+                    "scheduled_for": None,
+                    "missed_count": 0,
+                    "depth": depth,
+                    "batch_id": first["batch_id"],
+                    "changes": changes,
+                    "target": target_of(hook.config),
+                }
+                causation = Causation.following(batch[0], actor="importer")
+                appends.append(
+                    (
+                        delivery_stream(delivery_id),
+                        0,
+                        NewEvent(EventType.DELIVERY_REQUESTED, data),
+                        causation,
+                    )
+                )
+                log.info(
+                    "change_delivery_requested",
+                    webhook_id=hook.webhook_id,
+                    delivery_id=delivery_id,
+                    changes=len(changes),
+                    depth=depth,
+                )
+        return appends
