@@ -9,7 +9,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 
-from bench import admin_reads, amqp, dispatch, herd, notes, scheduler, triggers
+from bench import admin_reads, amqp, changes, dispatch, herd, notes, scheduler, triggers
 from bench.common import write_report
 from cronhooks_common.logs import configure_logging
 
@@ -20,6 +20,7 @@ SUITES: dict[str, Suite] = {
     "scheduler": scheduler.run,
     "dispatch": dispatch.trigger_burst,
     "notes": notes.apply_rate,
+    "changes": changes.change_lag,
     "admin": admin_reads.admin_reads,
     "triggers": triggers.fire_lateness,
 }

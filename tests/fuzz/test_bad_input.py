@@ -415,9 +415,7 @@ async def test_patterns_are_checked_alike_on_create_and_update(system, read, wri
     else:
         query = """mutation($input: CreateCronWebhookInput!) {
         createCronWebhook(input: $input) { cronWebhook { readPatterns writePatterns } } }"""
-        variables = {
-            "input": {"url": "https://agent.example/", "cronSchedule": "@daily", **fields}
-        }
+        variables = {"input": {"url": "https://agent.example/", "cronSchedule": "@daily", **fields}}
     before = await event_count(settings.database_url)
     status, body = await post_graphql(r, token, query, variables)
     no_crash(status, body)
@@ -459,11 +457,17 @@ agent_operation = st.one_of(
     ),
     st.just(("mutation { commitNotes { __typename ... on ErrorPayload { message } } }", {})),
     st.builds(
-        lambda pattern: ("query($p: String) { notePaths(pattern: $p) { path version } }", {"p": pattern}),
+        lambda pattern: (
+            "query($p: String) { notePaths(pattern: $p) { path version } }",
+            {"p": pattern},
+        ),
         odd_value,
     ),
     st.builds(
-        lambda path: ("query($p: String!) { note(path: $p) { path content version } }", {"p": path}),
+        lambda path: (
+            "query($p: String!) { note(path: $p) { path content version } }",
+            {"p": path},
+        ),
         odd_value,
     ),
 )
@@ -473,7 +477,9 @@ async def note_events(dsn: str) -> int:
     conn = await asyncpg.connect(dsn)
     try:
         return int(
-            await conn.fetchval("select count(*) from eventstore.events where type = 'note.changed'")
+            await conn.fetchval(
+                "select count(*) from eventstore.events where type = 'note.changed'"
+            )
         )
     finally:
         await conn.close()
@@ -528,3 +534,120 @@ async def test_token_api_delete_answers_with_listed_statuses_only(system, path, 
         ) as resp,
     ):
         assert resp.status in (200, 400, 403, 404, 409), await resp.text()
+
+
+CHANGE_FIELDS = [
+    "url",
+    "includePatterns",
+    "excludePatterns",
+    "onCreate",
+    "onUpdate",
+    "onRemove",
+    "includeContent",
+    "instruction",
+    "secret",
+    "passApiKey",
+    "timeoutSeconds",
+    "maxDepth",
+    "maxRetries",
+    "readPatterns",
+    "writePatterns",
+    "enabled",
+    "description",
+    "idempotencyKey",
+]
+odd_patterns = st.one_of(st.lists(odd_text, max_size=4), odd_value)
+
+
+@FUZZ
+@given(
+    fields=st.dictionaries(
+        st.sampled_from(CHANGE_FIELDS),
+        st.one_of(odd_value, odd_patterns),
+        max_size=8,
+    ),
+    base=st.booleans(),
+)
+async def test_change_webhook_create_never_crashes_and_never_half_writes(  # type: ignore[no-untyped-def]
+    system, fields, base
+) -> None:
+    """Patterns and filters of change webhooks (CONTRACT §11): a change webhook, or a
+    named error and nothing written."""
+    r, token, settings = system
+    payload = {"url": "https://agent.example/hook", "includePatterns": ["*"]} if base else {}
+    payload.update(fields)
+    before = await event_count(settings.database_url)
+    status, body = await post_graphql(
+        r,
+        token,
+        """mutation($input: CreateChangeWebhookInput!) {
+        createChangeWebhook(input: $input) { secret changeWebhook { id includePatterns } } }""",
+        {"input": payload},
+    )
+    no_crash(status, body)
+    after = await event_count(settings.database_url)
+    if body.get("errors"):
+        assert after == before
+        first = body["errors"][0]
+        if first.get("extensions", {}).get("code") == "BAD_USER_INPUT":
+            assert first["extensions"]["field"] in CHANGE_FIELDS
+    else:
+        created = body["data"]["createChangeWebhook"]["changeWebhook"]
+        assert created["includePatterns"], "a change webhook always has a pattern"
+        assert all(pattern_problem(p) is None for p in created["includePatterns"])
+        assert after in (before, before + 1)
+
+
+@FUZZ
+@given(
+    name=st.one_of(odd_text, odd_value),
+    skip=st.one_of(st.booleans(), odd_value),
+    paths=st.one_of(st.lists(odd_text, max_size=4), odd_value),
+)
+async def test_api_keys_and_manual_change_triggers_answer_named_errors(  # type: ignore[no-untyped-def]
+    system, name, skip, paths
+) -> None:
+    r, token, settings = system
+    before = await event_count(settings.database_url)
+    status, body = await post_graphql(
+        r,
+        token,
+        """mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) {
+        key apiKey { id name } } }""",
+        {"input": {"name": name, "skipWebhooks": skip}},
+    )
+    no_crash(status, body)
+    if body.get("errors"):
+        assert await event_count(settings.database_url) == before
+        first = body["errors"][0]
+        if first.get("extensions", {}).get("code") == "BAD_USER_INPUT":
+            assert first["extensions"]["field"] in ("name", "skipWebhooks", "input")
+    else:
+        assert body["data"]["createApiKey"]["key"].startswith("chk_")
+    if not hasattr(test_api_keys_and_manual_change_triggers_answer_named_errors, "hook"):
+        _, created = await post_graphql(
+            r,
+            token,
+            """mutation { createChangeWebhook(input: {url: "https://agent.example/hook",
+            includePatterns: ["*"]}) { changeWebhook { id } } }""",
+            {},
+        )
+        test_api_keys_and_manual_change_triggers_answer_named_errors.hook = created["data"][  # type: ignore[attr-defined]
+            "createChangeWebhook"
+        ]["changeWebhook"]["id"]
+    hook = test_api_keys_and_manual_change_triggers_answer_named_errors.hook  # type: ignore[attr-defined]
+    before = await event_count(settings.database_url)
+    status, body = await post_graphql(
+        r,
+        token,
+        "mutation($id: Int!, $paths: [String!]!) { triggerChangeWebhook(id: $id, paths: $paths)"
+        " { deliveryId } }",
+        {"id": hook, "paths": paths},
+    )
+    no_crash(status, body)
+    # No note exists in this database: every trigger is refused, naming the paths.
+    assert body.get("errors"), body
+    assert await event_count(settings.database_url) == before
+    first = body["errors"][0]
+    if first.get("extensions", {}).get("code") == "BAD_USER_INPUT":
+        assert first["extensions"]["field"] in ("paths", "id")

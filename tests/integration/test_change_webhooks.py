@@ -5,8 +5,10 @@ the GraphQL surface, matching (patterns, `on*` filters, batching, depth, skipWeb
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -20,6 +22,7 @@ from tests.support.agent import Agent, Received
 from tests.support.flows import finished
 from tests.support.inprocess import Running, admin_token, eventually, running
 
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 CREATE = """mutation($input: CreateChangeWebhookInput!) { createChangeWebhook(input: $input) {
   secret changeWebhook { id url includePatterns excludePatterns onCreate onUpdate onRemove
     includeContent maxDepth enabled hasSecret consecutiveFailures
@@ -347,3 +350,82 @@ async def test_a_retry_resends_the_same_changes_with_the_previous_error(settings
     assert [c["path"] for c in second.body["changes"]] == ["a.md", "b.md"]
     assert second.body["depth"] == 0 and "500" in second.body["previous_error"]
     assert delivery["status"] == "success" and len(delivery["attempts"]) == 2
+
+
+async def test_the_readme_linter_fixes_an_admin_edit_once(system, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The README's change agent, run as written, on a real change webhook."""
+    section = README.split("## Change webhooks", 1)[1].split("\n## ", 1)[0]
+    [code] = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    lint = namespace["lint"]
+
+    r, admin, agent, _ = system
+    url = agent.url_for("lint", lambda request, _: lint(request))
+    _, secret = await create_change_webhook(
+        r, admin, url, includePatterns=["blog/**"], maxDepth=1, writePatterns=["blog/*"]
+    )
+    monkeypatch.setenv("WEBHOOK_SECRET", secret)
+    await push(r, admin, ("blog/post.md", "teh cat sat"), ("blog/ok.md", "fine"))
+    await agent.wait_for(1, name="lint")
+
+    async def fixed() -> Any:
+        _, body = await r.graphql(admin, '{ note(path: "blog/post.md") { content depth } }')
+        return body["data"]["note"] if body["data"]["note"]["depth"] == 1 else None
+
+    assert await eventually(fixed) == {"content": "the cat sat", "depth": 1}
+    assert await quiet(agent) == 1  # its own fix (depth 1) does not call it again
+
+
+async def test_gone_disables_it_and_its_token_is_one_deeper_than_the_batch(system) -> None:  # type: ignore[no-untyped-def]
+    """410 and auto-disable work as for cron webhooks, and a disabled change webhook hears
+    nothing more; with passApiKey the api_token is at depth d + 1."""
+    import jwt
+
+    r, admin, agent, _ = system
+
+    async def gone(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=410)
+
+    hook_id, _ = await create_change_webhook(
+        r,
+        admin,
+        agent.url_for("gone", gone),
+        includePatterns=["*"],
+        passApiKey=True,
+        maxDepth=3,
+    )
+    await push(r, admin, ("first.md", "1"))
+    [got] = await agent.wait_for(1, name="gone")
+    claims = jwt.decode(got.body["api_token"], options={"verify_signature": False})
+    assert got.body["depth"] == 0 and claims["depth"] == 1
+    assert claims["sub"] == f"webhook:{hook_id}" and got.body["api_url"]
+
+    async def disabled() -> Any:
+        _, body = await r.graphql(
+            admin, f"{{ changeWebhook(id: {hook_id}) {{ enabled disabledReason }} }}"
+        )
+        return (
+            body["data"]["changeWebhook"] if not body["data"]["changeWebhook"]["enabled"] else None
+        )
+
+    assert "410" in (await eventually(disabled))["disabledReason"]
+    await push(r, admin, ("second.md", "2"))
+    assert await quiet(agent) == 1  # disabled: the second batch fires nothing
+
+
+async def test_an_idempotency_key_creates_one_change_webhook(system) -> None:  # type: ignore[no-untyped-def]
+    r, admin, agent, _ = system
+    fields = {"includePatterns": ["*"], "idempotencyKey": "setup-linter"}
+    first, secret = await create_change_webhook(r, admin, agent.url, **fields)
+    again, replayed = await create_change_webhook(r, admin, agent.url, **fields)
+    assert (again, replayed) == (first, secret)
+    # The key is spent on a change webhook: a cron create with it is refused.
+    _, body = await r.graphql(
+        admin,
+        """mutation { createCronWebhook(input: {url: "https://agent.example/h",
+        cronSchedule: "* * * * *", idempotencyKey: "setup-linter"}) { cronWebhook { id } } }""",
+    )
+    assert body["errors"][0]["extensions"]["code"] == "CONFLICT"
+    _, body = await r.graphql(admin, "{ changeWebhooks { id } cronWebhooks { id } }")
+    assert body["data"] == {"changeWebhooks": [{"id": first}], "cronWebhooks": []}

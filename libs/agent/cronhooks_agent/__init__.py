@@ -2,6 +2,7 @@
 
 * `verify_webhook` — check a cron-webhook delivery's signature (either header scheme);
 * `SyncAnswer` — build the synchronous answer with note changes;
+* `ChangeDelivery` — read a change-webhook delivery (the notes that changed);
 * `FireVerifier`, `fire_handler` — receive managed one-shot fires (`POST /api/cron/fire`),
   with `SqliteClaimStore` / `PostgresClaimStore` so that a fire runs at most once;
 * `CronClient`, `AgentScheduler` — arm, cancel, list and reconcile one-shot triggers, with
@@ -9,6 +10,7 @@
 """
 
 from cronhooks_agent.answers import Change, SyncAnswer
+from cronhooks_agent.changes import ChangeDelivery, NoteChange
 from cronhooks_agent.claims import ClaimStore, PostgresClaimStore, SqliteClaimStore
 from cronhooks_agent.client import AuthRejected, CronClient, Diff, PlatformUnavailable
 from cronhooks_agent.fire import FireAuthError, FireVerifier, fire_handler
@@ -19,12 +21,14 @@ __all__ = [
     "AgentScheduler",
     "AuthRejected",
     "Change",
+    "ChangeDelivery",
     "ClaimStore",
     "CronClient",
     "Diff",
     "FireAuthError",
     "FireVerifier",
     "Job",
+    "NoteChange",
     "PlatformUnavailable",
     "PostgresClaimStore",
     "SignatureError",

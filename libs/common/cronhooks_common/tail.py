@@ -17,13 +17,19 @@ ends (`held_back` says so, so the caller can look again soon instead of sleeping
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import asyncpg
+import structlog
 
+from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import Event
 from cronhooks_common.eventstore import _COLUMNS, event_from_row
+
+log = structlog.get_logger(__name__)
 
 WATERMARK = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
@@ -100,3 +106,44 @@ def _events(rows: list[asyncpg.Record], after: Checkpoint) -> tuple[list[Event],
 async def held_back(conn: asyncpg.Connection, after: Checkpoint) -> bool:
     """Committed events after `after` wait for an older transaction still running."""
     return bool(await conn.fetchval(_HELD_BACK, after.txid))
+
+
+HELD_BACK_FIRST = 0.005
+
+
+async def follow(
+    step: Callable[[], Awaitable[tuple[int, bool]]],
+    wake: asyncio.Event,
+    *,
+    poll_seconds: float,
+    full: int | None,
+    unavailable: str,
+) -> None:
+    """Run a tail reader's `step` for ever: it reads one batch and answers (events read,
+    whether committed events wait behind an older transaction). Read again at once after
+    a full batch (`full` events; None: after any); look again soon, backing off, while
+    events are held back; else sleep until `wake` (NOTIFY at every append) or the poll.
+    A database that is gone is waited for, with backoff."""
+    delay, patience = 0.2, HELD_BACK_FIRST
+    while True:
+        try:
+            read, waiting = await step()
+            delay = 0.2
+        except TRANSIENT_DB_ERRORS as exc:
+            log.warning(unavailable, error=repr(exc), retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        if read:
+            patience = HELD_BACK_FIRST
+            if full is None or read >= full:
+                continue  # more may be there already
+        if waiting:
+            # An older transaction is about to finish, usually; one left open for long
+            # (a stuck session) must not make us spin: back off.
+            await asyncio.sleep(patience)
+            patience = min(patience * 2, poll_seconds)
+            continue
+        wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), poll_seconds)

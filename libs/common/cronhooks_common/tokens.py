@@ -38,6 +38,35 @@ def _moment(claims: dict[str, Any], name: str, now: datetime) -> datetime:
         raise TokenError(f"claim {name} is out of range") from None
 
 
+def _decode(
+    token: str, key: bytes, audience: str, issuer: str, now: datetime
+) -> tuple[dict[str, Any], datetime]:
+    """The verified claims of an HS256 token for `audience`, and its expiry."""
+    try:
+        claims = jwt.decode(
+            token,
+            key,
+            algorithms=[ALGORITHM],
+            audience=audience,
+            issuer=issuer,
+            # Times are judged against the injected `now`, not PyJWT's wall clock.
+            options={
+                "require": ["exp", "iat", "sub", "aud", "iss"],
+                "verify_exp": False,
+                "verify_iat": False,
+                "verify_nbf": False,
+            },
+        )
+    except jwt.PyJWTError as exc:
+        raise TokenError(str(exc)) from None
+    expires = _moment(claims, "exp", now)
+    if expires <= now:
+        raise TokenError("token has expired")
+    if _moment(claims, "iat", now) > now + CLOCK_SKEW:
+        raise TokenError("token is not yet valid (iat)")
+    return claims, expires
+
+
 @dataclass(frozen=True, slots=True)
 class ApiClaims:
     subject: str
@@ -84,28 +113,7 @@ class ApiTokens:
         return jwt.encode(claims, self._key, algorithm=ALGORITHM)
 
     def verify(self, token: str, *, now: datetime) -> ApiClaims:
-        try:
-            claims = jwt.decode(
-                token,
-                self._key,
-                algorithms=[ALGORITHM],
-                audience=AUDIENCE,
-                issuer=self._issuer,
-                # Times are judged against the injected `now`, not PyJWT's wall clock.
-                options={
-                    "require": ["exp", "iat", "sub", "aud", "iss"],
-                    "verify_exp": False,
-                    "verify_iat": False,
-                    "verify_nbf": False,
-                },
-            )
-        except jwt.PyJWTError as exc:
-            raise TokenError(str(exc)) from None
-        expires = _moment(claims, "exp", now)
-        if expires <= now:
-            raise TokenError("token has expired")
-        if _moment(claims, "iat", now) > now + CLOCK_SKEW:
-            raise TokenError("token is not yet valid (iat)")
+        claims, expires = _decode(token, self._key, AUDIENCE, self._issuer, now)
         try:
             return ApiClaims(
                 subject=str(claims["sub"]),
@@ -162,27 +170,7 @@ class AdminWriteTokens:
         return jwt.encode(claims, self._key, algorithm=ALGORITHM)
 
     def verify(self, token: str, *, now: datetime) -> AdminClaims:
-        try:
-            claims = jwt.decode(
-                token,
-                self._key,
-                algorithms=[ALGORITHM],
-                audience=ADMIN_AUDIENCE,
-                issuer=self._issuer,
-                options={
-                    "require": ["exp", "iat", "sub", "aud", "iss"],
-                    "verify_exp": False,
-                    "verify_iat": False,
-                    "verify_nbf": False,
-                },
-            )
-        except jwt.PyJWTError as exc:
-            raise TokenError(str(exc)) from None
-        expires = _moment(claims, "exp", now)
-        if expires <= now:
-            raise TokenError("token has expired")
-        if _moment(claims, "iat", now) > now + CLOCK_SKEW:
-            raise TokenError("token is not yet valid (iat)")
+        claims, expires = _decode(token, self._key, ADMIN_AUDIENCE, self._issuer, now)
         actor = claims["sub"]
         if not isinstance(actor, str) or not actor.startswith("admin:"):
             raise TokenError("token subject is not an admin")

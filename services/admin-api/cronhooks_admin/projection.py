@@ -23,6 +23,7 @@ from cronhooks_admin import projection_batches as batches
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, Event, EventType
 from cronhooks_common.relay import publish_rounds
+from cronhooks_common.webhooks import CHANGE_CONFIG_FIELDS
 
 Apply = Callable[[asyncpg.Connection, Event], Awaitable[None]]
 
@@ -126,24 +127,7 @@ async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
     )
 
 
-_CHANGE_COLUMNS = (
-    "url",
-    "include_patterns",
-    "exclude_patterns",
-    "on_create",
-    "on_update",
-    "on_remove",
-    "include_content",
-    "instruction",
-    "pass_api_key",
-    "timeout_seconds",
-    "max_depth",
-    "max_retries",
-    "enabled",
-    "description",
-    "read_patterns",
-    "write_patterns",
-)
+_CHANGE_COLUMNS = CHANGE_CONFIG_FIELDS  # one column each
 
 
 async def _change_webhook_created(conn: asyncpg.Connection, event: Event) -> None:

@@ -22,14 +22,12 @@ from prometheus_client import Counter
 
 from cronhooks_admin import projection
 from cronhooks_common import db
-from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.relay import NOTIFY_CHANNEL
-from cronhooks_common.tail import Checkpoint, held_back, read_after
+from cronhooks_common.tail import Checkpoint, follow, held_back, read_after
 
 log = structlog.get_logger(__name__)
 
 PROJECTOR_LOCK = 0x63726F6E_70726F6A  # "cronproj"
-HELD_BACK_FIRST = 0.005
 CATCH_UP_SECONDS = 5.0
 PROJECTED = Counter("cronhooks_admin_projected_events_total", "Events applied by the projector")
 
@@ -72,29 +70,13 @@ class Projector:
                 await task
 
     async def _run(self) -> None:
-        delay, patience = 0.2, HELD_BACK_FIRST
-        while True:
-            try:
-                applied, waiting = await self.step()
-                delay = 0.2
-            except TRANSIENT_DB_ERRORS as exc:
-                log.warning("projector_database_unavailable", error=repr(exc), retry_in=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            if applied:
-                patience = HELD_BACK_FIRST
-            if applied == self._batch_size:
-                continue  # more may be there already
-            if waiting:
-                # An older transaction is about to finish, usually; one left open for long
-                # (a stuck session) must not make us spin: back off.
-                await asyncio.sleep(patience)
-                patience = min(patience * 2, self._poll_seconds)
-                continue
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._poll_seconds)
+        await follow(
+            self.step,
+            self._wake,
+            poll_seconds=self._poll_seconds,
+            full=self._batch_size,
+            unavailable="projector_database_unavailable",
+        )
 
     async def caught_up(self, timeout: float = CATCH_UP_SECONDS) -> bool:
         """Wait until every event committed before this call is projected: read-your-writes
@@ -140,4 +122,3 @@ class Projector:
                 await save_checkpoint(conn, last)
                 PROJECTED.inc(len(events))
             return len(events), await held_back(conn, last)
-

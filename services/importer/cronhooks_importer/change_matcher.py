@@ -29,17 +29,15 @@ from prometheus_client import Counter
 
 from cronhooks_common import db, eventstore
 from cronhooks_common.clock import Clock
-from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import CHANGE, Causation, Event, EventType, NewEvent, delivery_stream
 from cronhooks_common.relay import NOTIFY_CHANNEL
-from cronhooks_common.tail import Checkpoint, held_back, read_after, read_rest_of
+from cronhooks_common.tail import Checkpoint, follow, held_back, read_after, read_rest_of
 from cronhooks_common.webhooks import target_of
 from cronhooks_importer.change_index import ChangeIndex
 
 log = structlog.get_logger(__name__)
 
 MATCHER_LOCK = 0x63726F6E_6D617463  # "cronmatc"
-HELD_BACK_FIRST = 0.005
 WEBHOOK_TYPES = (
     EventType.WEBHOOK_CREATED,
     EventType.WEBHOOK_UPDATED,
@@ -101,26 +99,13 @@ class ChangeMatcher:
                 await task
 
     async def _run(self) -> None:
-        delay, patience = 0.2, HELD_BACK_FIRST
-        while True:
-            try:
-                read, waiting = await self.step()
-                delay = 0.2
-            except TRANSIENT_DB_ERRORS as exc:
-                log.warning("change_matcher_database_unavailable", error=repr(exc), retry_in=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            if read:
-                patience = HELD_BACK_FIRST
-                continue  # more may be there already
-            if waiting:
-                await asyncio.sleep(patience)
-                patience = min(patience * 2, self._poll_seconds)
-                continue
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._poll_seconds)
+        await follow(
+            self.step,
+            self._wake,
+            poll_seconds=self._poll_seconds,
+            full=None,
+            unavailable="change_matcher_database_unavailable",
+        )
 
     async def step(self) -> tuple[int, bool]:
         """Match one batch of committed events; (events read, whether committed events

@@ -3,7 +3,7 @@
 "use strict";
 const $ = (sel, root = document) => root.querySelector(sel);
 let token = sessionStorage.getItem("cronhooks-token") || "";
-let historyFor = null, historyTimer = null;
+let historyFor = null, historyKind = "cron", historyTimer = null;
 
 async function gql(query, variables = {}) {
   const resp = await fetch("/graphql", {
@@ -44,53 +44,81 @@ async function signIn() {
   } catch (err) { $("#login-error").textContent = err.message; }
 }
 
-const LIST = `{ cronWebhooks { id url cronSchedule timezone description enabled nextRunAt
-  lastDeliveryStatus disabledReason stats { last7d { total successRate } } } }`;
+// Cron and change webhooks share one id space and one list; `kind` picks the API.
+const COMMON = `id url description enabled lastDeliveryStatus disabledReason
+  stats { last7d { total successRate } }`;
+const LIST = `{ cronWebhooks { ${COMMON} cronSchedule timezone nextRunAt }
+  changeWebhooks { ${COMMON} includePatterns excludePatterns maxDepth } }`;
+const API = {
+  cron: { one: "cronWebhook", create: "createCronWebhook", update: "updateCronWebhook",
+          remove: "deleteCronWebhook", input: "CronWebhookInput", result: "cronWebhook",
+          deliveries: "cronWebhookDeliveries(cronWebhookId: $id, limit: 50)" },
+  change: { one: "changeWebhook", create: "createChangeWebhook", update: "updateChangeWebhook",
+            remove: "deleteChangeWebhook", input: "ChangeWebhookInput", result: "changeWebhook",
+            deliveries: "changeWebhookDeliveries(changeWebhookId: $id, limit: 50)" },
+};
+
+function fires(w) {
+  if (w.kind === "cron") return [w.cronSchedule, el("div", { class: "muted" }, w.timezone)];
+  const except = w.excludePatterns.length ? " except " + w.excludePatterns.join(", ") : "";
+  return ["on change of " + w.includePatterns.join(", ") + except,
+    el("div", { class: "muted" }, "edits below depth " + w.maxDepth)];
+}
 
 async function loadWebhooks() {
   const body = await gql(LIST);
   if (body.errors) { $("#list-error").textContent = body.errors[0].message; return; }
+  const all = [...body.data.cronWebhooks.map(w => ({ ...w, kind: "cron" })),
+               ...body.data.changeWebhooks.map(w => ({ ...w, kind: "change" }))].sort((a, b) => a.id - b.id);
   const tbody = $("#webhooks tbody"); tbody.replaceChildren();
-  for (const w of body.data.cronWebhooks) {
+  for (const w of all) {
     const rate = w.stats.last7d.successRate;
-    tbody.append(el("tr", { "data-id": w.id },
+    tbody.append(el("tr", { "data-id": w.id, "data-kind": w.kind },
       el("td", {}, w.id),
       el("td", {}, el("div", {}, w.url), el("div", { class: "muted" }, w.description)),
-      el("td", {}, w.cronSchedule, el("div", { class: "muted" }, w.timezone)),
-      el("td", {}, when(w.nextRunAt)),
+      el("td", {}, ...fires(w)),
+      el("td", {}, w.kind === "cron" ? when(w.nextRunAt) : "on change"),
       el("td", { class: "status-" + (w.lastDeliveryStatus || "none") }, w.lastDeliveryStatus || "—"),
       el("td", {}, rate === null ? "—" : Math.round(rate * 100) + "% of " + w.stats.last7d.total),
       el("td", {}, w.enabled ? "active" : "paused", w.disabledReason ? el("div", { class: "muted" }, w.disabledReason) : ""),
       el("td", { class: "row-actions" },
-        el("button", { class: "run-now", "data-id": w.id, onclick: () => runNow(w.id) }, "Run now"),
-        el("button", { class: "show-history", onclick: () => openHistory(w.id) }, "History"),
-        el("button", { class: "edit", onclick: () => openEditor(w.id) }, "Edit"),
-        el("button", { class: "toggle", onclick: () => setEnabled(w.id, !w.enabled) }, w.enabled ? "Pause" : "Resume"),
-        el("button", { class: "danger delete", onclick: () => remove(w.id) }, "Delete"))));
+        el("button", { class: "run-now", "data-id": w.id, onclick: () => runNow(w.kind, w.id) }, "Run now"),
+        el("button", { class: "show-history", onclick: () => openHistory(w.kind, w.id) }, "History"),
+        el("button", { class: "edit", onclick: () => openEditor(w.kind, w.id) }, "Edit"),
+        el("button", { class: "toggle", onclick: () => setEnabled(w.kind, w.id, !w.enabled) }, w.enabled ? "Pause" : "Resume"),
+        el("button", { class: "danger delete", onclick: () => remove(w.kind, w.id) }, "Delete"))));
   }
 }
 
-const FIELDS = ["url", "cronSchedule", "timezone", "description", "timeoutSeconds", "maxRetries", "maxDepth",
-  "misfireGraceSeconds", "readPatterns", "writePatterns", "concurrencyPolicy", "catchUpPolicy", "passApiKey",
-  "secret", "instruction"];
+const FIELDS = {
+  cron: ["url", "cronSchedule", "timezone", "description", "timeoutSeconds", "maxRetries", "maxDepth",
+    "misfireGraceSeconds", "readPatterns", "writePatterns", "concurrencyPolicy", "catchUpPolicy", "passApiKey",
+    "secret", "instruction"],
+  change: ["url", "includePatterns", "excludePatterns", "onCreate", "onUpdate", "onRemove", "includeContent",
+    "description", "timeoutSeconds", "maxRetries", "maxDepth", "readPatterns", "writePatterns", "passApiKey",
+    "secret", "instruction"],
+};
 const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds"]);
-const LISTS = new Set(["readPatterns", "writePatterns"]);
+const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns"]);
 
 function clearErrors() {
   for (const node of document.querySelectorAll("[data-error-for]")) node.textContent = "";
   $("#form-error").textContent = "";
 }
 
-async function openEditor(id) {
+async function openEditor(kind, id) {
   const form = $("#webhook-form"); form.reset(); clearErrors(); form.classList.remove("hidden");
   $("#secret-notice").classList.add("hidden");
   form.id.value = id || "";
-  $("#editor-title").textContent = id ? "Edit webhook " + id : "New webhook";
+  form.kind.value = kind; form.dataset.kind = kind;
+  const noun = kind === "change" ? "change webhook" : "webhook";
+  $("#editor-title").textContent = id ? `Edit ${noun} ${id}` : `New ${noun}`;
   $("#secret-field").classList.toggle("hidden", Boolean(id));
   if (id) {
-    const body = await gql(`query($id: Int!) { cronWebhook(id: $id) { ${FIELDS.filter(f => f !== "secret").join(" ")} } }`, { id });
-    const w = body.data.cronWebhook;
-    for (const f of FIELDS) {
+    const api = API[kind];
+    const body = await gql(`query($id: Int!) { ${api.one}(id: $id) { ${FIELDS[kind].filter(f => f !== "secret").join(" ")} } }`, { id });
+    const w = body.data[api.one];
+    for (const f of FIELDS[kind]) {
       if (f === "secret" || !(f in w)) continue;
       const input = form.elements[f];
       if (input.type === "checkbox") input.checked = w[f];
@@ -103,7 +131,7 @@ async function openEditor(id) {
 
 function formInput() {
   const form = $("#webhook-form"), input = {};
-  for (const f of FIELDS) {
+  for (const f of FIELDS[form.kind.value]) {
     const node = form.elements[f];
     if (node.type === "checkbox") { input[f] = node.checked; continue; }
     const value = node.value.trim();
@@ -118,13 +146,14 @@ function formInput() {
 async function save(event) {
   event.preventDefault(); clearErrors();
   const form = $("#webhook-form"), id = form.id.value, input = formInput();
+  const api = API[form.kind.value];
   let body;
   if (id) {
     delete input.secret;
-    body = await gql(`mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) { cronWebhook { id } } }`,
+    body = await gql(`mutation($input: Update${api.input}!) { ${api.update}(input: $input) { ${api.result} { id } } }`,
       { input: { id: Number(id), ...input } });
   } else {
-    body = await gql(`mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) { cronWebhook { id } secret } }`,
+    body = await gql(`mutation($input: Create${api.input}!) { ${api.create}(input: $input) { ${api.result} { id } secret } }`,
       { input });
   }
   if (body.errors) {
@@ -136,7 +165,7 @@ async function save(event) {
     return;
   }
   if (!id) {
-    const secret = body.data.createCronWebhook.secret;
+    const secret = body.data[api.create].secret;
     const notice = $("#secret-notice");
     notice.replaceChildren(el("strong", {}, "Webhook created. Its signing secret, shown only now: "),
       el("code", { id: "new-secret" }, secret), " ",
@@ -149,30 +178,43 @@ async function save(event) {
   await loadWebhooks();
 }
 
-async function setEnabled(id, enabled) {
-  await gql(`mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) { cronWebhook { id } } }`,
+async function setEnabled(kind, id, enabled) {
+  const api = API[kind];
+  await gql(`mutation($input: Update${api.input}!) { ${api.update}(input: $input) { ${api.result} { id } } }`,
     { input: { id, enabled } });
   await loadWebhooks();
 }
 
-async function remove(id) {
+async function remove(kind, id) {
   if (!confirm("Delete webhook " + id + "? Its history stays readable.")) return;
-  await gql(`mutation($id: Int!) { deleteCronWebhook(id: $id) { id } }`, { id });
+  await gql(`mutation($id: Int!) { ${API[kind].remove}(id: $id) { id } }`, { id });
   await loadWebhooks();
 }
 
-async function runNow(id) {
-  const body = await gql(`mutation($id: Int!) { triggerCronWebhook(webhookId: $id) { deliveryId } }`, { id });
-  if (body.errors) { alert(body.errors[0].message); return; }
-  await openHistory(id);
+async function runNow(kind, id) {
+  let body;
+  if (kind === "change") {
+    // A change webhook is run with notes the admin names: sent as they are now, as updates.
+    const answer = prompt("Send which notes? Paths, comma-separated:");
+    if (answer === null) return;
+    const paths = answer.split(",").map(s => s.trim()).filter(Boolean);
+    body = await gql(`mutation($id: Int!, $paths: [String!]!) { triggerChangeWebhook(id: $id, paths: $paths) { deliveryId } }`,
+      { id, paths });
+  } else {
+    body = await gql(`mutation($id: Int!) { triggerCronWebhook(webhookId: $id) { deliveryId } }`, { id });
+  }
+  if (body.errors) { alert(body.errors[0].message.replace(/^\w+: /, "")); return; }
+  await openHistory(kind, id);
 }
 
-const HISTORY = `query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id, limit: 50) {
+function historyQuery(kind) {
+  return `query($id: Int!) { ${API[kind].deliveries} {
   id status trigger scheduledFor attempt durationMs error
   attempts { attempt requestBody responseStatus responseBody errorMessage durationMs startedAt } } }`;
+}
 
-async function openHistory(id) {
-  historyFor = id;
+async function openHistory(kind, id) {
+  historyFor = id; historyKind = kind;
   $("#history-title").textContent = "Deliveries of webhook " + id;
   $("#history-run").dataset.id = id;
   $("#history").classList.remove("hidden");
@@ -184,10 +226,11 @@ async function openHistory(id) {
 
 async function loadHistory() {
   if (historyFor === null) return;
-  const body = await gql(HISTORY, { id: historyFor });
+  const body = await gql(historyQuery(historyKind), { id: historyFor });
   if (body.errors) return;
   const tbody = $("#deliveries tbody"); tbody.replaceChildren();
-  for (const d of body.data.cronWebhookDeliveries) {
+  const key = historyKind === "change" ? "changeWebhookDeliveries" : "cronWebhookDeliveries";
+  for (const d of body.data[key]) {
     const details = el("tr", { class: "hidden attempt-details" }, el("td", { colspan: 7 },
       ...d.attempts.map(a => el("div", {},
         el("strong", {}, `Attempt ${a.attempt} · ${when(a.startedAt)} · ${a.durationMs} ms · HTTP ${text(a.responseStatus) || "—"}`),
@@ -255,9 +298,10 @@ $("#login").addEventListener("click", signIn);
 $("#token").addEventListener("keydown", e => { if (e.key === "Enter") signIn(); });
 $("#logout").addEventListener("click", signOut);
 $("#refresh").addEventListener("click", loadWebhooks);
-$("#new-webhook").addEventListener("click", () => openEditor(null));
+$("#new-webhook").addEventListener("click", () => openEditor("cron", null));
+$("#new-change-webhook").addEventListener("click", () => openEditor("change", null));
 $("#cancel").addEventListener("click", () => $("#editor").classList.add("hidden"));
 $("#webhook-form").addEventListener("submit", save);
 $("#history-close").addEventListener("click", () => { historyFor = null; clearInterval(historyTimer); $("#history").classList.add("hidden"); });
-$("#history-run").addEventListener("click", () => runNow(Number($("#history-run").dataset.id)));
+$("#history-run").addEventListener("click", () => runNow(historyKind, Number($("#history-run").dataset.id)));
 if (token) { $("#token").value = token; signIn(); }
