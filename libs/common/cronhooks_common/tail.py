@@ -48,11 +48,20 @@ where (txid, position) > ($1, $2) and txid < {WATERMARK}
 order by txid, position
 limit $3
 """
-_READ_TYPES = f"""
-select txid, position, {_COLUMNS} from eventstore.events
-where (txid, position) > ($1, $2) and txid < {WATERMARK} and type = any($4::text[])
+# A reader that wants a few types scans the window light (type only) and fetches the
+# wanted rows in full: its checkpoint then moves past the unwanted ones too. (Filtering
+# by type in the read itself left the checkpoint at the last wanted event, so each read
+# of a herd scanned again every delivery event since the last note.)
+_SCAN = f"""
+select txid, position, type from eventstore.events
+where (txid, position) > ($1, $2) and txid < {WATERMARK}
 order by txid, position
 limit $3
+"""
+_BY_POSITION = f"""
+select txid, position, {_COLUMNS} from eventstore.events
+where position = any($1::bigint[])
+order by txid, position
 """
 # The rest of one transaction's events after a position (it has committed: it was read).
 _REST = f"""
@@ -74,19 +83,26 @@ where txid > $1 and txid >= {WATERMARK}
 
 
 async def read_after(
-    conn: asyncpg.Connection,
-    after: Checkpoint,
-    limit: int,
-    *,
-    types: Sequence[str] | None = None,
+    conn: asyncpg.Connection, after: Checkpoint, limit: int
 ) -> tuple[list[Event], Checkpoint]:
-    """The next committed events after `after` (of `types` only, if given), in (txid,
-    position) order, and the checkpoint of the last one (`after` if there were none)."""
-    if types is None:
-        rows = await conn.fetch(_READ, after.txid, after.position, limit)
-    else:
-        rows = await conn.fetch(_READ_TYPES, after.txid, after.position, limit, list(types))
-    return _events(rows, after)
+    """The next committed events after `after`, in (txid, position) order, and the
+    checkpoint of the last one (`after` if there were none)."""
+    return _events(await conn.fetch(_READ, after.txid, after.position, limit), after)
+
+
+async def scan_after(
+    conn: asyncpg.Connection, after: Checkpoint, limit: int, *, types: Sequence[str]
+) -> tuple[list[Event], Checkpoint, int]:
+    """The committed events of `types` among the next `limit` events after `after`, the
+    checkpoint of the last event scanned (wanted or not), and how many were scanned."""
+    window = await conn.fetch(_SCAN, after.txid, after.position, limit)
+    if not window:
+        return [], after, 0
+    last = Checkpoint(window[-1]["txid"], window[-1]["position"])
+    wanted = set(types)
+    positions = [r["position"] for r in window if r["type"] in wanted]
+    rows = await conn.fetch(_BY_POSITION, positions) if positions else []
+    return [event_from_row(r) for r in rows], last, len(window)
 
 
 async def read_rest_of(

@@ -31,7 +31,7 @@ from cronhooks_common import db, eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.events import CHANGE, Causation, Event, EventType, NewEvent, delivery_stream
 from cronhooks_common.relay import NOTIFY_CHANNEL
-from cronhooks_common.tail import Checkpoint, follow, held_back, read_after, read_rest_of
+from cronhooks_common.tail import Checkpoint, follow, held_back, read_rest_of, scan_after
 from cronhooks_common.webhooks import target_of
 from cronhooks_importer.change_index import ChangeIndex
 
@@ -103,12 +103,12 @@ class ChangeMatcher:
             self.step,
             self._wake,
             poll_seconds=self._poll_seconds,
-            full=None,
+            full=self._batch_size,
             unavailable="change_matcher_database_unavailable",
         )
 
     async def step(self) -> tuple[int, bool]:
-        """Match one batch of committed events; (events read, whether committed events
+        """Match one batch of committed events; (events scanned, whether committed events
         wait behind an older transaction still running)."""
         try:
             async with self._pool.acquire() as conn, conn.transaction():
@@ -119,12 +119,13 @@ class ChangeMatcher:
                 )
                 after = Checkpoint(row["txid"], row["position"])
                 index = await self._index_for(conn, after)
-                events, last = await read_after(conn, after, self._batch_size, types=TYPES)
-                if len(events) == self._batch_size:
+                events, last, scanned = await scan_after(conn, after, self._batch_size, types=TYPES)
+                if scanned == self._batch_size:
                     rest, last = await read_rest_of(conn, last, types=TYPES)
                     events += rest
                 if events:
                     await self._apply(conn, index, events)
+                if last != after:
                     await conn.execute(
                         "update importer.change_matcher_checkpoint set txid = $1, position = $2",
                         last.txid,
@@ -135,7 +136,7 @@ class ChangeMatcher:
             self._index = None  # its changes may not have committed: load it again
             raise
         self._index_at = last
-        return len(events), waiting
+        return scanned, waiting
 
     async def _index_for(self, conn: asyncpg.Connection, at: Checkpoint) -> ChangeIndex:
         """The index as of checkpoint `at` (another replica may have moved it since)."""
