@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -33,7 +33,7 @@ from cronhooks_common.events import CHANGE, Causation, Event, EventType, NewEven
 from cronhooks_common.relay import NOTIFY_CHANNEL
 from cronhooks_common.tail import Checkpoint, follow, held_back, read_rest_of, scan_after
 from cronhooks_common.webhooks import target_of
-from cronhooks_importer.change_index import ChangeIndex
+from cronhooks_importer.change_index import ChangeIndex, ChangeWebhook
 
 log = structlog.get_logger(__name__)
 
@@ -151,8 +151,7 @@ class ChangeMatcher:
     async def _apply(
         self, conn: asyncpg.Connection, index: ChangeIndex, events: list[Event]
     ) -> None:
-        now = self._clock.now()
-        appends: list[Append] = []
+        matched: list[_Match] = []
         notes: list[Event] = []
         for event in events:
             if event.type == EventType.NOTE_CHANGED:
@@ -160,10 +159,65 @@ class ChangeMatcher:
                 continue
             # A webhook event ends the run of note events before it: those batches are
             # judged by the webhooks as they were until now.
-            appends += await self._match(conn, index, notes, now)
+            matched += _matches(index, notes)
             notes = []
             await self._webhook_event(conn, index, event)
-        appends += await self._match(conn, index, notes, now)
+        matched += _matches(index, notes)
+        if matched:
+            await self._request(conn, matched)
+
+    async def _request(self, conn: asyncpg.Connection, matched: list[_Match]) -> None:
+        """Claim every (webhook, batch) of the step in one statement and append a
+        delivery for each claim won (one lost was requested before: a replay)."""
+        now = self._clock.now()
+        rows = await conn.fetch(
+            """
+            insert into importer.change_requests (webhook_id, batch_id, delivery_id, requested_at)
+            select w, b, nextval('eventstore.delivery_ids'), $3
+            from unnest($1::bigint[], $2::uuid[]) as x(w, b)
+            on conflict (webhook_id, batch_id) do nothing
+            returning webhook_id, batch_id::text as batch_id, delivery_id
+            """,
+            [m.hook.webhook_id for m in matched],
+            [m.batch[0].data["batch_id"] for m in matched],
+            now,
+        )
+        won = {(r["webhook_id"], r["batch_id"]): r["delivery_id"] for r in rows}
+        appends: list[Append] = []
+        for m in matched:
+            first = m.batch[0].data
+            delivery_id = won.get((m.hook.webhook_id, str(first["batch_id"])))
+            if delivery_id is None:
+                continue  # requested before (a replay): never a second delivery
+            data = {
+                "delivery_id": delivery_id,
+                "webhook_id": m.hook.webhook_id,
+                "kind": CHANGE,
+                "attempt": 1,
+                "trigger": "change",
+                "scheduled_for": None,
+                "missed_count": 0,
+                "depth": m.depth,
+                "batch_id": first["batch_id"],
+                "changes": m.changes,
+                "target": target_of(m.hook.config),
+            }
+            causation = Causation.following(m.batch[0], actor="importer")
+            appends.append(
+                (
+                    delivery_stream(delivery_id),
+                    0,
+                    NewEvent(EventType.DELIVERY_REQUESTED, data),
+                    causation,
+                )
+            )
+            log.info(
+                "change_delivery_requested",
+                webhook_id=m.hook.webhook_id,
+                delivery_id=delivery_id,
+                changes=len(m.changes),
+                depth=m.depth,
+            )
         if appends:
             await eventstore.append_many(conn, appends, occurred_at=now)
             REQUESTED.inc(len(appends))
@@ -199,61 +253,23 @@ class ChangeMatcher:
             )
         index.put(webhook_id, config)
 
-    async def _match(
-        self, conn: asyncpg.Connection, index: ChangeIndex, notes: list[Event], now: datetime
-    ) -> list[Append]:
-        appends: list[Append] = []
-        for batch in note_batches(notes):
-            BATCHES.inc()
-            first = batch[0].data
-            if any(e.data.get("skip_webhooks") for e in batch):
-                continue  # written with a skipWebhooks API key
-            depth = int(first.get("depth", 0))
-            for hook, changes in index.matches([e.data for e in batch], depth=depth):
-                delivery_id = await conn.fetchval(
-                    """
-                    with claim as (
-                        insert into importer.change_requests
-                            (webhook_id, batch_id, delivery_id, requested_at)
-                        values ($1, $2, nextval('eventstore.delivery_ids'), $3)
-                        on conflict (webhook_id, batch_id) do nothing
-                        returning delivery_id
-                    )
-                    select delivery_id from claim
-                    """,
-                    hook.webhook_id,
-                    first["batch_id"],
-                    now,
-                )
-                if delivery_id is None:
-                    continue  # requested before (a replay): never a second delivery
-                data = {
-                    "delivery_id": delivery_id,
-                    "webhook_id": hook.webhook_id,
-                    "kind": CHANGE,
-                    "attempt": 1,
-                    "trigger": "change",
-                    "scheduled_for": None,
-                    "missed_count": 0,
-                    "depth": depth,
-                    "batch_id": first["batch_id"],
-                    "changes": changes,
-                    "target": target_of(hook.config),
-                }
-                causation = Causation.following(batch[0], actor="importer")
-                appends.append(
-                    (
-                        delivery_stream(delivery_id),
-                        0,
-                        NewEvent(EventType.DELIVERY_REQUESTED, data),
-                        causation,
-                    )
-                )
-                log.info(
-                    "change_delivery_requested",
-                    webhook_id=hook.webhook_id,
-                    delivery_id=delivery_id,
-                    changes=len(changes),
-                    depth=depth,
-                )
-        return appends
+
+@dataclass(frozen=True, slots=True)
+class _Match:
+    hook: ChangeWebhook
+    batch: list[Event]
+    depth: int
+    changes: list[dict[str, Any]]
+
+
+def _matches(index: ChangeIndex, notes: list[Event]) -> list[_Match]:
+    """The (webhook, batch) pairs these note events fire, judged by `index` as it is now."""
+    out: list[_Match] = []
+    for batch in note_batches(notes):
+        BATCHES.inc()
+        if any(e.data.get("skip_webhooks") for e in batch):
+            continue  # written with a skipWebhooks API key
+        depth = int(batch[0].data.get("depth", 0))
+        for hook, changes in index.matches([e.data for e in batch], depth=depth):
+            out.append(_Match(hook, batch, depth, changes))
+    return out
