@@ -26,6 +26,10 @@ def test_defaults_match_the_contract() -> None:
         8083,
     )
     assert s.fire_jwt_algorithm == "RS256"
+    assert (s.attempt_log_retention_days, s.delivery_retention_days) == (7, 30)
+    assert (s.alert_webhook_url, s.alert_webhook_secret, s.alert_after) == (None, None, 3)
+    assert s.dev_mode is False
+    assert s.queue_type == "classic"
 
 
 def test_secret_key_is_required() -> None:
@@ -51,6 +55,12 @@ def test_secret_key_is_required() -> None:
         ("CRONHOOKS_FIRE_JWT_ALGORITHM", "rs256"),
         ("CRONHOOKS_FIRE_JWT_ALGORITHM", "none"),
         ("CRONHOOKS_FIRE_JWT_ALGORITHM", ""),
+        ("CRONHOOKS_ATTEMPT_LOG_RETENTION_DAYS", "-1"),
+        ("CRONHOOKS_DELIVERY_RETENTION_DAYS", "a month"),
+        ("CRONHOOKS_ALERT_WEBHOOK_URL", "slack"),
+        ("CRONHOOKS_ALERT_AFTER", "0"),
+        ("CRONHOOKS_DEV_MODE", "sometimes"),
+        ("CRONHOOKS_QUEUE_TYPE", "stream"),
     ],
 )
 def test_malformed_values_fail_with_one_line_naming_the_variable(name: str, value: str) -> None:

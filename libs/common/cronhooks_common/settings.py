@@ -109,6 +109,15 @@ class Settings:
     dispatcher_port: int = 8083
     fire_jwt_algorithm: str = "RS256"  # how fire JWTs are signed (CONTRACT §9)
     dispatch_concurrency: int = 256  # deliveries in flight at once per dispatcher process
+    # Retention (CONTRACT §12); 0 keeps forever.
+    attempt_log_retention_days: int = 7
+    delivery_retention_days: int = 30
+    # Alerts (CONTRACT §12): POSTed, signed as deliveries are, when set.
+    alert_webhook_url: str | None = None
+    alert_webhook_secret: str | None = None
+    alert_after: int = 3
+    dev_mode: bool = False  # the unauthenticated debug endpoints; never in production
+    queue_type: str = "classic"  # of every queue the services declare
 
     @classmethod
     def from_env(
@@ -185,4 +194,11 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "dispatcher_port": _int(1, 65535),
     "fire_jwt_algorithm": _choice("RS256", "ES256", "EdDSA"),
     "dispatch_concurrency": _int(1, 10_000),
+    "attempt_log_retention_days": _int(0, 36_500),
+    "delivery_retention_days": _int(0, 36_500),
+    "alert_webhook_url": _url("http", "https"),
+    "alert_webhook_secret": _text,
+    "alert_after": _int(1, 1_000_000),
+    "dev_mode": _bool,
+    "queue_type": _choice("classic", "quorum"),
 }
