@@ -43,6 +43,8 @@ class EventType(StrEnum):
     AGENT_DELETED = "agent.deleted"
     API_KEY_CREATED = "api_key.created"
     API_KEY_REVOKED = "api_key.revoked"
+    ALERT_RAISED = "alert.raised"  # a webhook keeps failing, or was auto-disabled (§12)
+    ALERT_RESOLVED = "alert.resolved"  # it recovered, was re-enabled or deleted
 
 
 # `kind` on every webhook.* and delivery.* event (CONTRACT §6) and in the request body (§11):
@@ -94,6 +96,10 @@ def agent_stream(agent_id: int) -> str:
 
 def api_key_stream(api_key_id: int) -> str:
     return f"api_key-{api_key_id}"
+
+
+def alert_stream(alert_id: int) -> str:
+    return f"alert-{alert_id}"
 
 
 def job_stream(agent_id: int, job_id: str) -> str:
