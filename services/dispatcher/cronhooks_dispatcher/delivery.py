@@ -109,9 +109,16 @@ class Dispatcher:
         elif event.type in (EventType.NOTES_IMPORTED, EventType.NOTES_REJECTED):
             if event.data.get("attempt") is not None:  # not a token push
                 await self._import_finished(event)
-        elif event.type == EventType.WEBHOOK_UPDATED:
+        elif event.type in (EventType.WEBHOOK_UPDATED, EventType.WEBHOOK_DELETED):
+            on_change = (
+                health.on_webhook_updated
+                if event.type == EventType.WEBHOOK_UPDATED
+                else health.on_webhook_deleted
+            )
+            alerts = self.writer.alerts
             async with self.pool.acquire() as conn, conn.transaction():
-                await health.on_webhook_updated(conn, event, INBOX)
+                resolved = await on_change(conn, event, INBOX, alerts, self.clock.now())
+            alerts.committed([resolved] if resolved else [])
         elif event.type == EventType.DELIVERY_FAILED:
             await self._release(self.pool, event.data)
 

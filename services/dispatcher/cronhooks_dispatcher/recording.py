@@ -2,7 +2,8 @@
 
 Every outcome the dispatcher writes has the same shape (`Record`): claim the event that
 caused it in the inbox, maybe log an HTTP attempt, append one event after the cause on its
-stream, and for finished deliveries release the FORBID slot and update webhook health.
+stream, and for finished deliveries release the FORBID slot and update webhook health
+(which may raise or resolve an alert, in the same transaction).
 `RecordWriter` gathers the records that arrive while a batch is being written and writes
 the next batch with one statement per kind (unnest) in one transaction, so a burst of
 thousands of deliveries costs a few dozen round trips, not thousands. Callers wait for the
@@ -24,7 +25,9 @@ from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import claim_events
 from cronhooks_common.events import CRON, Causation, Event, EventType, NewEvent
+from cronhooks_dispatcher import alerts as alert_rules
 from cronhooks_dispatcher import health
+from cronhooks_dispatcher.alerts import AlertPolicy
 
 log = structlog.get_logger(__name__)
 
@@ -74,10 +77,18 @@ class Record:
 
 
 class RecordWriter:
-    def __init__(self, pool: asyncpg.Pool, clock: Clock, *, auto_disable_after: int) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        clock: Clock,
+        *,
+        auto_disable_after: int,
+        alerts: AlertPolicy | None = None,
+    ) -> None:
         self._pool = pool
         self._clock = clock
         self._auto_disable_after = auto_disable_after
+        self.alerts = alerts or AlertPolicy()
         self._queue: asyncio.Queue[tuple[Record, asyncio.Future[bool]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
@@ -136,7 +147,8 @@ class RecordWriter:
                     [w for w, _ in releases],
                     [d for _, d in releases],
                 )
-            await self._health(conn, [r for r in fresh if r.health is not None])
+            alerts = await self._health(conn, [r for r in fresh if r.health is not None])
+        self.alerts.committed(alerts)
         return [id(r) in written for r in records]
 
     async def _append(self, conn: asyncpg.Connection, records: list[Record]) -> None:
@@ -199,18 +211,22 @@ class RecordWriter:
                 [a.attempt for a in verdicts],
             )
 
-    async def _health(self, conn: asyncpg.Connection, records: list[Record]) -> None:
-        successes = sorted(
-            {r.health.webhook_id for r in records if r.health and r.health.succeeded}
-        )
+    async def _health(self, conn: asyncpg.Connection, records: list[Record]) -> list[Event]:
+        """Count the finished deliveries; the alert events this raised or resolved."""
+        alerts: list[Event] = []
+        by_webhook = {r.health.webhook_id: r for r in records if r.health and r.health.succeeded}
+        successes = sorted(by_webhook)
         if successes:
             # Most successes follow a success: the row already says 0 and is left alone.
             # (An upsert that sets 0 anyway rewrites the row, a dead tuple and its WAL, on
-            # every delivery of a herd.)
-            await conn.execute(
+            # every delivery of a herd.) An open alert always has a count above 0, so the
+            # rows this touches are the only ones that can have an alert to resolve: a
+            # success costs nothing more unless it ends a failing spell.
+            recovered = await conn.fetch(
                 """
                 update dispatcher.webhook_health set consecutive_failures = 0
                 where webhook_id = any($1::bigint[]) and consecutive_failures <> 0
+                returning webhook_id, alert_id, disabled
                 """,
                 successes,
             )
@@ -222,17 +238,31 @@ class RecordWriter:
                 """,
                 successes,
             )
+            for row in recovered:
+                if row["alert_id"] is not None:
+                    resolved = await alert_rules.resolve(
+                        conn,
+                        self.alerts,
+                        alert_id=row["alert_id"],
+                        reason="recovered",
+                        disabled=row["disabled"],
+                        causation=by_webhook[row["webhook_id"]].causation,
+                        now=self._clock.now(),
+                    )
+                    alerts += [resolved] if resolved else []
         for record in records:  # failures are rare, and each may disable its webhook
             h = record.health
             if h is not None and not h.succeeded:
-                await health.record_delivery(
+                raised = await health.record_failure(
                     conn,
                     webhook_id=h.webhook_id,
-                    succeeded=False,
                     gone=h.gone,
                     error=h.error,
                     kind=h.kind,
                     disable_after=self._auto_disable_after,
+                    alerts=self.alerts,
                     causation=record.causation,
                     now=self._clock.now(),
                 )
+                alerts += [raised] if raised else []
+        return alerts
