@@ -6,7 +6,8 @@ sent is dropped) → `Dispatcher.handle` (delivery.py): build and sign the body 
 POST through the shared session with the SSRF guard (sender.py), classify the answer
 (outcome.py), and record attempt + next event, many outcomes per transaction
 (recording.py). Retries are durable timers in the scheduler (retry.py says when);
-webhook health (health.py) disables webhooks that are gone or keep failing.
+webhook health (health.py) disables webhooks that are gone or keep failing, and raises
+and resolves their alerts (alerts.py), which alert_sink.py POSTs to the operator's URL.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from cronhooks_common.service import Runtime
 from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_common.trust import as_stored
+from cronhooks_dispatcher.alert_sink import AlertSink
+from cronhooks_dispatcher.alerts import AlertPolicy
 from cronhooks_dispatcher.delivery import Dispatcher, SigningKeys
 from cronhooks_dispatcher.fire import FireCaller
 from cronhooks_dispatcher.lookup import DeliveryLookups
@@ -30,6 +33,7 @@ ROUTING_KEYS = (
     EventType.NOTES_IMPORTED,
     EventType.NOTES_REJECTED,
     EventType.WEBHOOK_UPDATED,
+    EventType.WEBHOOK_DELETED,  # resolves its open alert
     EventType.DELIVERY_FAILED,  # also final when the scheduler cancels a retry
     EventType.TRIGGER_REQUESTED,
 )
@@ -40,8 +44,27 @@ class DispatcherService:
         self._runtime = runtime
         self._http: aiohttp.ClientSession | None = None
         self._consumer: Consumer | None = None
+        settings = runtime.settings
+        self._sink = (
+            AlertSink(
+                runtime.pool,
+                runtime.clock,
+                url=settings.alert_webhook_url,
+                secret=settings.alert_webhook_secret,
+                public_url=settings.public_url,
+            )
+            if settings.alert_webhook_url
+            else None
+        )
         self._writer = RecordWriter(
-            runtime.pool, runtime.clock, auto_disable_after=runtime.settings.auto_disable_after
+            runtime.pool,
+            runtime.clock,
+            auto_disable_after=settings.auto_disable_after,
+            alerts=AlertPolicy(
+                alert_after=settings.alert_after,
+                post=self._sink is not None,
+                wake=self._sink.wake if self._sink is not None else lambda: None,
+            ),
         )
 
     async def start(self) -> None:
@@ -60,6 +83,8 @@ class DispatcherService:
             cookie_jar=aiohttp.DummyCookieJar(),
         )
         self._writer.start()
+        if self._sink is not None:
+            self._sink.start()
         lookups = DeliveryLookups(rt.pool)  # one loader: a burst of both kinds is one query
         dispatcher = Dispatcher(
             pool=rt.pool,
@@ -114,6 +139,8 @@ class DispatcherService:
         if self._consumer is not None:
             await self._consumer.stop()  # in-flight attempts finish, the rest go back
         await self._writer.stop()
+        if self._sink is not None:
+            await self._sink.stop()
         if self._http is not None:
             await self._http.close()
 
