@@ -1,5 +1,5 @@
-"""Admin read models (webhooks, deliveries, attempts, notes, agent jobs), projected from
-the event store.
+"""Admin read models (webhooks, deliveries, attempts, notes, agent jobs, alerts),
+projected from the event store.
 
 Projection is deterministic in the events alone (their data and `occurred_at`, never
 "now"), so replaying history rebuilds identical tables. It runs inline, in the
@@ -230,6 +230,49 @@ async def _trigger_fired(conn: asyncpg.Connection, event: Event) -> None:
     )
 
 
+async def _alert_raised(conn: asyncpg.Connection, event: Event) -> None:
+    """Raised, or raised again when its webhook is disabled: `raised_at` is the first."""
+    d = event.data
+    await conn.execute(
+        """
+        insert into admin.alerts
+            (id, webhook_id, kind, stream_version, raised_at, consecutive_failures,
+             last_error, disabled)
+        values ($1, $2, $3, $4, $5, $6, $7, $8)
+        on conflict (id) do update set
+            stream_version = excluded.stream_version,
+            consecutive_failures = excluded.consecutive_failures,
+            last_error = excluded.last_error, disabled = excluded.disabled
+        where admin.alerts.stream_version < excluded.stream_version
+        """,
+        d["alert_id"],
+        d["webhook_id"],
+        d["kind"],
+        event.version,
+        event.occurred_at,
+        d["consecutive_failures"],
+        d.get("last_error"),
+        d["disabled"],
+    )
+
+
+async def _alert_resolved(conn: asyncpg.Connection, event: Event) -> None:
+    d = event.data
+    await conn.execute(
+        """
+        update admin.alerts set stream_version = $2, resolved_at = $3,
+            consecutive_failures = $4, last_error = $5, disabled = $6
+        where id = $1 and stream_version < $2
+        """,
+        d["alert_id"],
+        event.version,
+        event.occurred_at,
+        d["consecutive_failures"],
+        d.get("last_error"),
+        d["disabled"],
+    )
+
+
 # Rare events, applied one by one (in their round, before the batched kinds).
 HANDLERS: dict[str, Apply] = {
     EventType.WEBHOOK_CREATED: _webhook_created,
@@ -238,6 +281,8 @@ HANDLERS: dict[str, Apply] = {
     EventType.WEBHOOK_DISABLED: _webhook_disabled,
     EventType.WEBHOOK_SECRET_ROTATED: _webhook_secret_rotated,
     EventType.TRIGGER_FIRED: _trigger_fired,
+    EventType.ALERT_RAISED: _alert_raised,
+    EventType.ALERT_RESOLVED: _alert_resolved,
 }
 Batch = Callable[[asyncpg.Connection, list[Event]], Awaitable[None]]
 # The hot kinds: one statement per kind and round (projection_batches.py).

@@ -25,6 +25,7 @@ READ_MODELS = (
     "admin.deliveries",
     "admin.delivery_attempts",
     "admin.notes",
+    "admin.alerts",
 )
 BATCH = 5000
 

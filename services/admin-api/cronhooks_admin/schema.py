@@ -15,7 +15,7 @@ from ariadne import (
 )
 from graphql import GraphQLSchema
 
-from cronhooks_admin import resolvers
+from cronhooks_admin import alert_queries, resolvers
 from cronhooks_common.graphql_support import datetime_scalar
 
 delivery_trigger = EnumType(
@@ -36,6 +36,7 @@ query.set_field("apiKeys", resolvers.api_keys)
 query.set_field("changeWebhooks", resolvers.change_webhooks)
 query.set_field("changeWebhook", resolvers.change_webhook)
 query.set_field("changeWebhookDeliveries", resolvers.change_webhook_deliveries)
+query.set_field("alerts", alert_queries.alerts)
 
 mutation = MutationType()
 mutation.set_field("createCronWebhook", resolvers.create_cron_webhook)
