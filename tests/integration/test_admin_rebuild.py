@@ -26,6 +26,7 @@ TABLES = {
     "admin.deliveries": "id",
     "admin.delivery_attempts": "delivery_id, attempt",
     "admin.notes": "path",
+    "admin.alerts": "id",
 }
 
 
@@ -140,14 +141,30 @@ async def test_rebuilt_read_models_equal_the_live_ones(
         await finished(r, token, await trigger(r, token, b))
     for got in await agent.wait_for(3, name="changes"):
         await finished(r, token, got.body["id"])
-    await finished(r, token, await trigger(r, token, c))  # 410: disables c
+    await finished(r, token, await trigger(r, token, c))  # 410: disables c (an open alert)
+    codes = iter([500, 500, 500, 200])
+
+    async def flaky(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=next(codes))
+
+    e, _ = await create_webhook(r, token, agent.url_for("flaky", flaky))
+    for _ in range(4):  # an alert raised at the third failure, resolved by the success
+        await finished(r, token, await trigger(r, token, e))
     await r.graphql(token, f"mutation {{ deleteCronWebhook(id: {a}) {{ id }} }}")
     await r.graphql(token, f"mutation {{ regenerateCronWebhookSecret(id: {b}) {{ secret }} }}")
     await quiet(settings.database_url, vhost)
 
     live = await snapshot(settings.database_url)
-    assert len(live["admin.webhooks"]) == 4 and len(live["admin.deliveries"]) == 8
-    assert [w["kind"] for w in live["admin.webhooks"]] == ["cron", "cron", "cron", "change"]
+    assert len(live["admin.webhooks"]) == 5 and len(live["admin.deliveries"]) == 12
+    assert [w["kind"] for w in live["admin.webhooks"]] == ["cron", "cron", "cron", "change", "cron"]
+    # c: raised disabled by its 410, open; d: its three change deliveries failed (the
+    # agent's `_ok` route is the zero-argument one below, which errors), open; e: resolved.
+    alerts = sorted(live["admin.alerts"], key=lambda x: x["webhook_id"])
+    assert [(x["webhook_id"], x["kind"], x["disabled"], x["resolved_at"] is None) for x in alerts] == [
+        (c, "cron", True, True),
+        (d, "change", False, True),
+        (e, "cron", False, False),
+    ]
     assert len(live["admin.notes"]) == 3
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
