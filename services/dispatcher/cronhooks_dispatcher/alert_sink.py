@@ -48,12 +48,16 @@ LEASE = timedelta(seconds=60)  # longer than a send: a live replica's row is nev
 POLL = timedelta(seconds=30)  # rows of other replicas (a crashed one's lease) come due
 BATCH = 50
 
-_CLAIM = """
+# The first post still owed of each alert: only it may leave (and only it says when the
+# next try is: a later one that is due waits for it, and must not wake the loop).
+_HEADS = """
+    not exists (select 1 from dispatcher.alert_posts q
+                where q.alert_id = p.alert_id and q.seq < p.seq)
+"""
+_CLAIM = f"""
 with due as (
     select p.event_id from dispatcher.alert_posts p
-    where p.due_at <= $1
-      and not exists (select 1 from dispatcher.alert_posts q
-                      where q.alert_id = p.alert_id and q.seq < p.seq)
+    where p.due_at <= $1 and {_HEADS}
     order by p.seq
     limit $3
     for update skip locked
@@ -62,6 +66,7 @@ update dispatcher.alert_posts p set due_at = $2
 from due where p.event_id = due.event_id
 returning p.event_id, p.tries
 """
+_NEXT_DUE = f"select min(p.due_at) from dispatcher.alert_posts p where {_HEADS}"
 
 
 class AlertSink:
@@ -109,7 +114,7 @@ class AlertSink:
                 continue
             if full:
                 continue
-            next_due = await self._pool.fetchval("select min(due_at) from dispatcher.alert_posts")
+            next_due = await self._pool.fetchval(_NEXT_DUE)
             deadline = self._clock.now() + POLL
             if next_due is not None:
                 deadline = min(deadline, next_due)
