@@ -241,14 +241,7 @@ async def test_a_failing_sink_is_retried_until_it_answers(system: System) -> Non
     [refused] = await s.sink.agent.wait_for(1, name="alerts")
     assert await _owed(s.dsn) == 1  # still owed: it comes again after the backoff
 
-    async def backed_off() -> bool:
-        conn = await asyncpg.connect(s.dsn)
-        try:
-            return bool(await conn.fetchval("select tries = 1 from dispatcher.alert_posts"))
-        finally:
-            await conn.close()
-
-    await eventually(backed_off)
+    await eventually(lambda: _tried(s.dsn, 1))
     await s.run(hook)  # recovered meanwhile: the resolve waits behind the raise it follows
     await eventually(lambda: _owed_is(s.dsn, 2))
     await asyncio.sleep(0.3)
@@ -296,5 +289,39 @@ async def _owed(dsn: str) -> int:
         await conn.close()
 
 
+async def _tried(dsn: str, tries: int) -> bool:
+    """The one post owed has been refused `tries` times (and backed off)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        return bool(await conn.fetchval("select tries = $1 from dispatcher.alert_posts", tries))
+    finally:
+        await conn.close()
+
+
 async def _owed_is(dsn: str, count: int) -> bool:
     return await _owed(dsn) == count
+
+
+async def test_an_owed_post_survives_a_restart(settings: Settings) -> None:
+    """The sink is down when the alert is raised and the dispatcher stops; a dispatcher
+    started later (another process, as far as it knows) sends what was owed."""
+    agent = await Agent().start()
+    sink = Sink(agent, generate_secret(), answers=[503])
+    agent.url_for("alerts", sink.answer)
+    settings = dataclasses.replace(
+        settings, alert_webhook_url=sink.url, alert_webhook_secret=sink.secret
+    )
+    start = near_now()
+    async with running(settings, ManualClock(start)) as r:
+        token = await admin_token(settings.database_url)
+        hook, _ = await create_webhook(r, token, agent.url_for("z", scripted([500] * 3)))
+        for _ in range(3):
+            await finished(r, token, await trigger(r, token, hook))
+        await agent.wait_for(1, name="alerts")
+        await eventually(lambda: _tried(settings.database_url, 1))  # refused, backed off
+    async with running(settings, ManualClock(start + timedelta(seconds=11)), ("dispatcher",)):
+        posts = await agent.wait_for(2, name="alerts")
+        await eventually(lambda: _owed_is(settings.database_url, 0))
+    assert posts[0].headers["webhook-id"] == posts[1].headers["webhook-id"]
+    assert posts[1].body["type"] == "alert.raised" and len(sink.verified) == 2
+    await agent.stop()
