@@ -50,12 +50,10 @@ async def record_failure(
         webhook_id,
     )
     failures = row["consecutive_failures"]
-    reason = None
-    if row["disabled"]:
-        pass
-    elif gone:
+    reason = None  # why it is disabled now, if it is
+    if not row["disabled"] and gone:
         reason = "the agent answered 410 Gone"
-    elif failures >= disable_after:
+    elif not row["disabled"] and failures >= disable_after:
         reason = f"{failures} consecutive failed deliveries"
         if error:
             reason += f" (last: {error})"
