@@ -149,6 +149,8 @@ async def test_rebuilt_read_models_equal_the_live_ones(
     assert len(live["admin.webhooks"]) == 4 and len(live["admin.deliveries"]) == 8
     assert [w["kind"] for w in live["admin.webhooks"]] == ["cron", "cron", "cron", "change"]
     assert len(live["admin.notes"]) == 3
+    retried = next(x for x in live["admin.deliveries"] if x["id"] == first)
+    assert (retried["attempt"], retried["trigger"]) == (2, "manual")  # retries are attempts
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -212,7 +214,7 @@ async def test_stats_and_consecutive_failures(system) -> None:  # type: ignore[n
 
 async def test_after_regeneration_only_the_new_secret_verifies(system) -> None:  # type: ignore[no-untyped-def]
     r, token, _, agent = system
-    hook, old = await create_webhook(r, token, agent.url_for("v", lambda *_: _ok()))
+    hook, old = await create_webhook(r, token, agent.url_for("v", lambda *_: _plain_ok()))
     _, body = await r.graphql(
         token, f"mutation {{ regenerateCronWebhookSecret(id: {hook}) {{ secret }} }}"
     )
@@ -230,5 +232,5 @@ async def test_after_regeneration_only_the_new_secret_verifies(system) -> None: 
     assert new not in str(body) and old not in str(body)
 
 
-async def _ok() -> web.StreamResponse:
+async def _plain_ok() -> web.StreamResponse:
     return web.Response(status=200)
