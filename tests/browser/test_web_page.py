@@ -111,13 +111,32 @@ async def test_sign_in_create_run_now_and_see_the_delivery(settings: Settings) -
             seen = await asyncio.to_thread(drive, r.urls["admin-api"], token, agent.url, shot)
         assert "61 is outside 0-59" in seen["field_error"]
         assert seen["secret"].startswith("whsec_")
-        assert '"instruction":"Write the daily digest"' in seen["request"]
+        assert '"instruction": "Write the daily digest"' in seen["request"]  # shown indented
         assert "success" in seen["row"]
         assert len(agent.received) == 1
         assert shot.stat().st_size > 10_000
         print(f"\nscreenshot: {shot}")
     finally:
         await agent.stop()
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [("/favicon.ico", "image/x-icon"), ("/static/favicon.svg", "image/svg+xml")],
+)
+async def test_the_favicon_is_served(settings: Settings, path: str, content_type: str) -> None:
+    """Browsers ask for /favicon.ico whatever a page says; the pages name the SVG."""
+    import aiohttp
+
+    async with (
+        running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)) as r,
+        aiohttp.ClientSession() as session,
+        session.get(r.urls["admin-api"] + path) as resp,
+    ):
+        assert resp.status == 200 and resp.headers["Content-Type"] == content_type
+        body = await resp.read()
+    assert body.startswith(b"\x00\x00\x01\x00") if path.endswith(".ico") else b"<svg" in body
+    assert resp.headers["Content-Security-Policy"].startswith("default-src 'none'")
 
 
 @pytest.mark.parametrize("path", ["/"])

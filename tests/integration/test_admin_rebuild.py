@@ -114,7 +114,7 @@ async def test_rebuilt_read_models_equal_the_live_ones(
         changeWebhook { id } } }""",
         {
             "input": {
-                "url": agent.url_for("changes", _ok),
+                "url": agent.url_for("changes", _fail),
                 "includePatterns": ["digests/*"],
                 "maxDepth": 2,
             }
@@ -157,8 +157,8 @@ async def test_rebuilt_read_models_equal_the_live_ones(
     live = await snapshot(settings.database_url)
     assert len(live["admin.webhooks"]) == 5 and len(live["admin.deliveries"]) == 12
     assert [w["kind"] for w in live["admin.webhooks"]] == ["cron", "cron", "cron", "change", "cron"]
-    # c: raised disabled by its 410, open; d: its three change deliveries failed (the
-    # agent's `_ok` route is the zero-argument one below, which errors), open; e: resolved.
+    # c: raised disabled by its 410, open; d: its three change deliveries failed (its agent
+    # answers 500), open; e: resolved.
     alerts = sorted(live["admin.alerts"], key=lambda x: x["webhook_id"])
     assert [(x["webhook_id"], x["kind"], x["disabled"], x["resolved_at"] is None) for x in alerts] == [
         (c, "cron", True, True),
@@ -166,6 +166,8 @@ async def test_rebuilt_read_models_equal_the_live_ones(
         (e, "cron", False, False),
     ]
     assert len(live["admin.notes"]) == 3
+    retried = next(x for x in live["admin.deliveries"] if x["id"] == first)
+    assert (retried["attempt"], retried["trigger"]) == (2, "manual")  # retries are attempts
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -188,8 +190,8 @@ async def _gone() -> web.StreamResponse:
     return web.Response(status=410)
 
 
-async def _ok(_: web.Request, __: Received) -> web.StreamResponse:
-    return web.json_response({"status": "ok"})
+async def _fail(_: web.Request, __: Received) -> web.StreamResponse:
+    return web.Response(status=500)
 
 
 async def test_stats_and_consecutive_failures(system) -> None:  # type: ignore[no-untyped-def]
@@ -229,7 +231,7 @@ async def test_stats_and_consecutive_failures(system) -> None:  # type: ignore[n
 
 async def test_after_regeneration_only_the_new_secret_verifies(system) -> None:  # type: ignore[no-untyped-def]
     r, token, _, agent = system
-    hook, old = await create_webhook(r, token, agent.url_for("v", lambda *_: _ok()))
+    hook, old = await create_webhook(r, token, agent.url_for("v", lambda *_: _plain_ok()))
     _, body = await r.graphql(
         token, f"mutation {{ regenerateCronWebhookSecret(id: {hook}) {{ secret }} }}"
     )
@@ -247,5 +249,5 @@ async def test_after_regeneration_only_the_new_secret_verifies(system) -> None: 
     assert new not in str(body) and old not in str(body)
 
 
-async def _ok() -> web.StreamResponse:
+async def _plain_ok() -> web.StreamResponse:
     return web.Response(status=200)

@@ -288,7 +288,7 @@ async def test_retries_back_off_and_keep_the_delivery_id(system, settings: Setti
     assert second_due == clock.now() + timedelta(seconds=30)
     clock.advance(timedelta(seconds=30))
     d = await finished(r, token, delivery_id)
-    assert d["status"] == "success" and d["attempt"] == 3 and d["trigger"] == "RETRY"
+    assert d["status"] == "success" and d["attempt"] == 3 and d["trigger"] == "MANUAL"
     calls = agent.at("flaky")
     assert [c.body["attempt"] for c in calls] == [1, 2, 3]
     assert {c.body["id"] for c in calls} == {delivery_id}

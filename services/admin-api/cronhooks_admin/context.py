@@ -13,6 +13,7 @@ from cronhooks_admin.agents import Agents
 from cronhooks_admin.api_keys import ApiKeys
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.commands import Commands
+from cronhooks_admin.daily_stats import DailyStatsLoader
 from cronhooks_admin.note_writes import NoteWrites
 from cronhooks_common.clock import Clock
 from cronhooks_common.graphql_limits import Budget, ListCost
@@ -152,6 +153,7 @@ class Context:
     attempts: AttemptsLoader = field(init=False)
     failures: FailuresLoader = field(init=False)
     stats: StatsLoader = field(init=False)
+    daily_stats: DailyStatsLoader = field(init=False)
     next_runs: Budget = field(init=False)
 
     def __post_init__(self) -> None:
@@ -159,3 +161,4 @@ class Context:
         self.attempts = AttemptsLoader(self.pool)
         self.failures = FailuresLoader(self.pool)
         self.stats = StatsLoader(self.pool, self.clock)
+        self.daily_stats = DailyStatsLoader(self.pool, self.clock)

@@ -1,5 +1,6 @@
 """HTTP routes of admin-api: POST /graphql (Bearer admin token), GET /graphql (GraphiQL),
-GET / (the admin web page) and GET /static/… (their scripts, styles and GraphiQL itself)."""
+GET / (the admin web page), GET /static/… (their scripts, styles, GraphiQL and uPlot
+themselves) and GET /favicon.ico."""
 
 from __future__ import annotations
 
@@ -117,6 +118,7 @@ def add_graphql_routes(
     # The pages are public; everything they show comes from POST /graphql with the token.
     app.router.add_get("/", _page("index.html"))
     app.router.add_get("/graphql", _page("graphiql.html"))
+    app.router.add_get("/favicon.ico", _favicon)  # asked for by browsers whatever a page says
     app.router.add_get("/static/{name:.+}", _static_files())
     app.router.add_post("/graphql", execute)
 
@@ -128,6 +130,11 @@ def _page(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
         return web.Response(text=html, content_type="text/html", headers=SECURITY_HEADERS)
 
     return page
+
+
+async def _favicon(_: web.Request) -> web.FileResponse:
+    headers = {**SECURITY_HEADERS, "Cache-Control": "max-age=86400", "Content-Type": "image/x-icon"}
+    return web.FileResponse(STATIC / "favicon.ico", headers=headers)
 
 
 def _static_files() -> Callable[[web.Request], Awaitable[web.FileResponse]]:

@@ -39,14 +39,16 @@ async def deliveries_requested(conn: asyncpg.Connection, events: list[Event]) ->
                     $6::timestamptz[]) as x(id, wh, trg, sf, att, at)
         on conflict (id) do update set
             attempt = greatest(admin.deliveries.attempt, excluded.attempt),
-            -- the trigger of the latest attempt: a delivery being retried shows RETRY
-            trigger = case when excluded.attempt > admin.deliveries.attempt
+            -- what started the delivery (its first attempt's trigger): a retry is one
+            -- more attempt of it, not a new trigger (a manual delivery stays manual)
+            trigger = case when excluded.attempt = 1
                            then excluded.trigger else admin.deliveries.trigger end,
             scheduled_for = excluded.scheduled_for,
             created_at = least(admin.deliveries.created_at, excluded.created_at)
         """,
         [x["delivery_id"] for x in d],
         [x["webhook_id"] for x in d],
+        # a later attempt seen first stands in as `retry` until the first one is projected
         [x["trigger"] if x["attempt"] == 1 else "retry" for x in d],
         [_ts(x.get("scheduled_for")) for x in d],
         [x["attempt"] for x in d],
@@ -114,7 +116,9 @@ async def deliveries_finished(conn: asyncpg.Connection, events: list[Event]) -> 
                              $5::timestamptz[], $6::int[], $7::int[], $8::int[], $9::text[],
                              $10::timestamptz[], $11::timestamptz[])
         on conflict (id) do update set
-            status = excluded.status, attempt = excluded.attempt, trigger = excluded.trigger,
+            status = excluded.status, attempt = excluded.attempt,
+            trigger = case when excluded.attempt = 1
+                           then excluded.trigger else admin.deliveries.trigger end,
             response_status = excluded.response_status, duration_ms = excluded.duration_ms,
             error = excluded.error, completed_at = excluded.completed_at
         where admin.deliveries.attempt <= excluded.attempt

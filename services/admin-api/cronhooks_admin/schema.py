@@ -16,6 +16,7 @@ from ariadne import (
 from graphql import GraphQLSchema
 
 from cronhooks_admin import alert_queries, resolvers
+from cronhooks_admin.daily_stats import resolve_daily_stats
 from cronhooks_common.graphql_support import datetime_scalar
 
 delivery_trigger = EnumType(
@@ -72,13 +73,19 @@ cron_webhook = ObjectType("CronWebhook")
 cron_webhook.set_field("nextRuns", resolvers.resolve_cron_webhook_next_runs)
 cron_webhook.set_field("consecutiveFailures", resolvers.resolve_cron_webhook_consecutive_failures)
 cron_webhook.set_field("stats", resolvers.resolve_cron_webhook_stats)
+cron_webhook.set_field("dailyStats", resolve_daily_stats)
 
 change_webhook = ObjectType("ChangeWebhook")
 change_webhook.set_field("consecutiveFailures", resolvers.resolve_cron_webhook_consecutive_failures)
 change_webhook.set_field("stats", resolvers.resolve_cron_webhook_stats)
+change_webhook.set_field("dailyStats", resolve_daily_stats)
 
 cron_webhook_delivery = ObjectType("CronWebhookDelivery")
 cron_webhook_delivery.set_field("attempts", resolvers.resolve_delivery_attempts)
+
+delivery_attempt = ObjectType("DeliveryAttempt")
+# CONTRACT §12: true once retention dropped the attempt's bodies (no retention yet: false).
+delivery_attempt.set_field("logsExpired", lambda attempt, *_: bool(attempt.get("logs_expired")))
 
 
 def build_schema() -> GraphQLSchema:
@@ -92,6 +99,7 @@ def build_schema() -> GraphQLSchema:
         cron_webhook,
         change_webhook,
         cron_webhook_delivery,
+        delivery_attempt,
         *note_write_unions,
         convert_names_case=True,
     )

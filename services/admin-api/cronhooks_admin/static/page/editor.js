@@ -1,0 +1,98 @@
+// Creating and editing a webhook (either kind); a bad field's error shows beside it. The
+// list's refresh does not touch this form, so what is typed here stays.
+import { gql, reason } from "./api.js";
+import { $, el, text } from "./dom.js";
+import { API } from "./kinds.js";
+
+const FIELDS = {
+  cron: ["url", "cronSchedule", "timezone", "description", "timeoutSeconds", "maxRetries", "maxDepth",
+    "misfireGraceSeconds", "readPatterns", "writePatterns", "concurrencyPolicy", "catchUpPolicy", "passApiKey",
+    "secret", "instruction"],
+  change: ["url", "includePatterns", "excludePatterns", "onCreate", "onUpdate", "onRemove", "includeContent",
+    "description", "timeoutSeconds", "maxRetries", "maxDepth", "readPatterns", "writePatterns", "passApiKey",
+    "secret", "instruction"],
+};
+const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds"]);
+const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns"]);
+
+/** Says the list should be reloaded (main.js listens). */
+function changed() { document.dispatchEvent(new Event("webhooks-changed")); }
+
+function clearErrors() {
+  for (const node of document.querySelectorAll("[data-error-for]")) node.textContent = "";
+  $("#form-error").textContent = "";
+}
+
+export function closeEditor() { $("#editor").classList.add("hidden"); }
+
+export async function openEditor(kind, id) {
+  const form = $("#webhook-form"); form.reset(); clearErrors(); form.classList.remove("hidden");
+  $("#secret-notice").classList.add("hidden");
+  form.id.value = id || "";
+  form.kind.value = kind; form.dataset.kind = kind;
+  const noun = kind === "change" ? "change webhook" : "webhook";
+  $("#editor-title").textContent = id ? `Edit ${noun} ${id}` : `New ${noun}`;
+  $("#secret-field").classList.toggle("hidden", Boolean(id));
+  if (id) {
+    const api = API[kind];
+    const body = await gql(`query($id: Int!) { ${api.one}(id: $id) { ${FIELDS[kind].filter(f => f !== "secret").join(" ")} } }`, { id });
+    const w = body.data[api.one];
+    for (const f of FIELDS[kind]) {
+      if (f === "secret" || !(f in w)) continue;
+      const input = form.elements[f];
+      if (input.type === "checkbox") input.checked = w[f];
+      else input.value = LISTS.has(f) ? w[f].join(", ") : text(w[f]);
+    }
+  }
+  $("#editor").classList.remove("hidden");
+  $("#editor").scrollIntoView({ block: "nearest" });
+  form.url.focus();
+}
+
+function formInput() {
+  const form = $("#webhook-form"), input = {};
+  for (const f of FIELDS[form.kind.value]) {
+    const node = form.elements[f];
+    if (node.type === "checkbox") { input[f] = node.checked; continue; }
+    const value = node.value.trim();
+    if (value === "" && (f === "secret" || f === "timezone")) continue;
+    if (NUMBERS.has(f)) input[f] = value === "" ? null : Number(value);
+    else if (LISTS.has(f)) input[f] = value === "" ? [] : value.split(",").map(s => s.trim()).filter(Boolean);
+    else input[f] = value;
+  }
+  return input;
+}
+
+export async function save(event) {
+  event.preventDefault(); clearErrors();
+  const form = $("#webhook-form"), id = form.id.value, input = formInput();
+  const api = API[form.kind.value];
+  let body;
+  if (id) {
+    delete input.secret;
+    body = await gql(`mutation($input: Update${api.input}!) { ${api.update}(input: $input) { ${api.result} { id } } }`,
+      { input: { id: Number(id), ...input } });
+  } else {
+    body = await gql(`mutation($input: Create${api.input}!) { ${api.create}(input: $input) { ${api.result} { id } secret } }`,
+      { input });
+  }
+  if (body.errors) {
+    for (const err of body.errors) {
+      const field = err.extensions && err.extensions.field;
+      const slot = field && document.querySelector(`[data-error-for="${field}"]`);
+      (slot || $("#form-error")).textContent = reason(err);
+    }
+    return;
+  }
+  if (!id) {
+    const secret = body.data[api.create].secret;
+    $("#secret-notice").replaceChildren(el("strong", {}, "Webhook created. Its signing secret, shown only now: "),
+      el("code", { id: "new-secret" }, secret), " ",
+      el("button", { onclick: closeEditor }, "Done"));
+    $("#secret-notice").classList.remove("hidden");
+    form.classList.add("hidden");
+  } else {
+    closeEditor();
+  }
+  changed();
+}

@@ -1,0 +1,154 @@
+// A webhook's deliveries and its 7-day chart. Reloaded every 2 s while shown: only the
+// deliveries that changed are drawn again, and the attempts a user opened stay open.
+import { gql, reason } from "./api.js";
+import { $, el, patchKeyed, text } from "./dom.js";
+import { when } from "./time.js";
+import { API } from "./kinds.js";
+import { drawChart, clearChart } from "./chart.js";
+
+const REFRESH_MS = 2000;
+let current = null;          // { kind, id, zone }
+const opened = new Set();    // ids of deliveries whose attempts are shown
+let timer = null, loading = false;
+
+function query(kind) {
+  const api = API[kind];
+  return `query($id: Int!) {
+  webhook: ${api.one}(id: $id) { id url ${kind === "cron" ? "timezone" : ""}
+    dailyStats(days: 7) { day total succeeded failed p95DurationMs } }
+  deliveries: ${api.deliveries} {
+    id status trigger scheduledFor attempt durationMs error createdAt completedAt
+    attempts { attempt requestBody responseStatus responseBody errorMessage durationMs startedAt logsExpired } } }`;
+}
+
+export async function openHistory(kind, id) {
+  const same = current && current.kind === kind && current.id === id;
+  if (!same) { opened.clear(); $("#deliveries").querySelectorAll("tbody").forEach(n => n.remove()); clearChart(); }
+  current = { kind, id, zone: "UTC" };
+  $("#history-title").textContent = `Deliveries of webhook ${id}`;
+  $("#history-run").dataset.id = id;
+  $("#history").classList.remove("hidden");
+  if (!same) $("#history").scrollIntoView({ block: "start" });
+  await loadHistory();
+  clearInterval(timer);
+  timer = setInterval(loadHistory, REFRESH_MS);
+}
+
+/** The webhook whose history is shown ({kind, id, zone}), or null. */
+export function historyWebhook() { return current; }
+
+export function closeHistory() {
+  current = null; clearInterval(timer); opened.clear();
+  $("#history").classList.add("hidden");
+}
+
+export async function runNow(kind, id) {
+  let body;
+  if (kind === "change") {
+    // A change webhook is run with notes the admin names: sent as they are now, as updates.
+    const answer = prompt("Send which notes? Paths, comma-separated:");
+    if (answer === null) return;
+    const paths = answer.split(",").map(s => s.trim()).filter(Boolean);
+    body = await gql(`mutation($id: Int!, $paths: [String!]!) { triggerChangeWebhook(id: $id, paths: $paths) { deliveryId } }`,
+      { id, paths });
+  } else {
+    body = await gql(`mutation($id: Int!) { triggerCronWebhook(webhookId: $id) { deliveryId } }`, { id });
+  }
+  if (body.errors) { alert(reason(body.errors[0])); return; }
+  await openHistory(kind, id);
+}
+
+export async function loadHistory() {
+  if (!current || loading) return;
+  const asked = current;
+  loading = true;
+  let body;
+  try { body = await gql(query(asked.kind), { id: asked.id }); } finally { loading = false; }
+  if (current !== asked || body.errors || !body.data.webhook) return;
+  const hook = body.data.webhook;
+  asked.zone = hook.timezone || "UTC";
+  $("#history-title").textContent = `Deliveries of webhook ${hook.id}`;
+  $("#history-zone").textContent = `${hook.url} · times in ${asked.zone}`;
+  drawChart($("#chart"), hook.dailyStats, asked.zone, $("#chart-summary"));
+  const deliveries = body.data.deliveries;
+  patchKeyed($("#deliveries"), deliveries, {
+    key: d => d.id,
+    signature: d => JSON.stringify([d, asked.zone]),
+    render: d => renderDelivery(d, asked.zone),
+    selector: ":scope > tbody[data-key]",
+  });
+  $("#deliveries-empty").classList.toggle("hidden", deliveries.length > 0);
+}
+
+function duration(ms) {
+  if (ms === null || ms === undefined) return "—";
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
+}
+
+function stamp(iso, zone) {
+  const [date, time, abbr] = when(iso, zone).split(" ");
+  return iso ? [el("span", { class: "nowrap" }, time, " ", el("span", { class: "muted" }, abbr)), el("div", { class: "muted small" }, date)] : ["—"];
+}
+
+function attemptsCell(d) {
+  if (d.status === "skipped") return el("span", { class: "muted" }, "none");
+  const n = Math.max(d.attempt, d.attempts.length);
+  return el("span", {}, String(n), n > 1 ? el("span", { class: "muted" }, ` (${n - 1} ${n === 2 ? "retry" : "retries"})`) : null);
+}
+
+function renderDelivery(d, zone) {
+  const details = el("tr", { class: "attempt-details" + (opened.has(d.id) ? "" : " hidden") },
+    el("td", { colspan: 8 }, ...attemptViews(d, zone)));
+  const summary = el("tr", {
+    class: "delivery", "data-id": d.id, "data-status": d.status, title: "Show the attempts",
+    onclick: () => {
+      if (opened.has(d.id)) opened.delete(d.id); else opened.add(d.id);
+      details.classList.toggle("hidden", !opened.has(d.id));
+      summary.classList.toggle("open", opened.has(d.id));
+    },
+  },
+    el("td", { class: "muted" }, d.id),
+    el("td", { class: "time" }, ...stamp(d.createdAt, zone)),
+    el("td", {}, el("span", { class: "badge status-" + d.status }, d.status)),
+    el("td", { class: "trigger" }, d.trigger.toLowerCase()),
+    el("td", { class: "slot" }, ...(d.scheduledFor ? stamp(d.scheduledFor, zone) : [el("span", { class: "muted" }, "—")])),
+    el("td", {}, attemptsCell(d)),
+    el("td", { class: "nowrap" }, duration(d.durationMs)),
+    el("td", { class: "error-cell" }, text(d.error)));
+  if (opened.has(d.id)) summary.classList.add("open");
+  return el("tbody", { "data-id": d.id }, summary, details);
+}
+
+function pretty(body) {
+  try { return JSON.stringify(JSON.parse(body), null, 2); } catch { return body; }
+}
+
+function attemptViews(d, zone) {
+  if (!d.attempts.length) {
+    const why = d.status === "skipped" ? text(d.error) : "No attempt has finished yet.";
+    return [el("div", { class: "muted attempt-none" }, why)];
+  }
+  return d.attempts.map(a => {
+    const head = el("div", { class: "attempt-head" },
+      el("strong", {}, `Attempt ${a.attempt}`),
+      a.attempt > 1 ? el("span", { class: "badge" }, "retry") : null,
+      el("span", { class: "muted" }, when(a.startedAt, zone)),
+      el("span", { class: "muted" }, duration(a.durationMs)),
+      a.responseStatus !== null ? el("span", { class: "badge " + (a.responseStatus < 300 ? "status-success" : "status-failed") }, `HTTP ${a.responseStatus}`)
+        : el("span", { class: "badge status-failed" }, "no response"));
+    if (a.logsExpired) {
+      return el("div", { class: "attempt" }, head,
+        el("div", { class: "logs-expired" }, "logs expired — retention dropped this attempt's request and response bodies"),
+        a.errorMessage ? el("div", { class: "status-failed" }, a.errorMessage) : null);
+    }
+    let response;
+    if (a.responseBody) response = el("pre", { class: "response" }, pretty(a.responseBody));
+    else if (a.errorMessage) response = el("div", { class: "no-response" }, el("strong", {}, "No response: "), a.errorMessage);
+    else response = el("div", { class: "muted" }, "(empty body)");
+    return el("div", { class: "attempt" }, head,
+      a.errorMessage && a.responseBody ? el("div", { class: "status-failed" }, a.errorMessage) : null,
+      el("div", { class: "bodies" },
+        el("div", {}, el("div", { class: "muted small" }, "Request"), el("pre", { class: "request" }, pretty(a.requestBody))),
+        el("div", {}, el("div", { class: "muted small" }, "Response"), response)));
+  });
+}

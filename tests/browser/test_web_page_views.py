@@ -1,0 +1,279 @@
+"""The admin web page as an admin uses it (CONTRACT §10), in headless Chromium, offline:
+
+- the webhook list refreshes by itself, keeping what is typed in the form and the scroll;
+  "Next run" carries the webhook's zone; a row's buttons stay on one line;
+- the delivery history says when (time and slot, in the webhook's zone), what (a retried
+  Run-now delivery is `manual`, with its retry as an attempt) and why (a failed attempt
+  without a response shows its error); its 2-s reload keeps an opened attempt open and
+  draws again only what changed;
+- each webhook's last 7 days are a chart (the vendored uPlot);
+- agents are listed with their armed triggers;
+- the console stays clean (no CSP violation, no 404, no script error).
+
+Screenshots go to test-artifacts/web-page-*.png."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import tempfile
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.settings import Settings
+from tests.browser.test_pages_under_csp import console, offline_browser, problems
+from tests.support.agent import Agent, Received
+from tests.support.flows import create_webhook, finished, retry_due, trigger
+from tests.support.inprocess import Running, admin_token, eventually, running, window_start
+from tests.support.processes import ARTIFACTS
+
+CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
+  accessToken agent { id } } }"""
+
+Later = Callable[[Callable[[], Awaitable[Any]]], Any]
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (connections to it are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def shoot(driver: WebDriver, name: str, element: Any = None) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    if element is not None:
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", element)
+    driver.save_screenshot(str(path))
+    return path
+
+
+def rows_of(driver: WebDriver, css: str) -> int:
+    return len(driver.find_elements(By.CSS_SELECTOR, css))
+
+
+def drive(base: str, token: str, ids: dict[str, int], later: Later) -> dict[str, Any]:
+    profile = tempfile.mkdtemp(prefix="cronhooks-chromium-")
+    driver = offline_browser(profile)
+    wait = WebDriverWait(driver, 25)
+    seen: dict[str, Any] = {}
+    try:
+        driver.set_window_size(1400, 900)
+        driver.get(base + "/")
+        driver.find_element(By.ID, "token").send_keys(token)
+        driver.find_element(By.ID, "login").click()
+        berlin_row = f'#webhooks tr[data-id="{ids["berlin"]}"]'
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, berlin_row)))
+        wait.until(ec.text_to_be_present_in_element((By.ID, "agents"), "nightly-digest"))
+        seen["berlin_row"] = driver.find_element(By.CSS_SELECTOR, berlin_row).text
+        seen["agents"] = driver.find_element(By.ID, "agents").text
+        # Every row's buttons on one line.
+        seen["button_lines"] = driver.execute_script(
+            """return [...document.querySelectorAll('#webhooks td.row-actions')]
+                 .map(td => new Set([...td.querySelectorAll('button')].map(b => b.offsetTop)).size)"""
+        )
+        shoot(driver, "web-page-list.png")
+
+        # The list refreshes by itself; the form keeps what is typed, the page its scroll.
+        driver.find_element(By.ID, "new-webhook").click()
+        form = wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
+        form.find_element(By.NAME, "url").send_keys("http://typed.example/keep")
+        form.find_element(By.NAME, "description").send_keys("half-typed")
+        driver.execute_script("window.scrollTo(0, 240)")
+        scrolled = driver.execute_script("return window.scrollY")
+        listed = rows_of(driver, "#webhooks tbody tr")
+        later(lambda: ids["add"]())
+        wait.until(lambda d: rows_of(d, "#webhooks tbody tr") == listed + 1)
+        seen["kept"] = {
+            "url": form.find_element(By.NAME, "url").get_attribute("value"),
+            "description": form.find_element(By.NAME, "description").get_attribute("value"),
+            "editor_shown": form.is_displayed(),
+            "scroll": (scrolled, driver.execute_script("return window.scrollY")),
+        }
+        driver.find_element(By.ID, "cancel").click()
+
+        # History: the retried manual delivery, opened; a Run now meanwhile adds a row.
+        driver.find_element(By.CSS_SELECTOR, f"{berlin_row} button.show-history").click()
+        manual_css = f'#deliveries tr.delivery[data-id="{ids["manual"]}"]'
+        manual = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, manual_css)))
+        wait.until(lambda d: rows_of(d, "#deliveries tr.delivery") == 2)
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#chart canvas")))
+        wait.until(ec.text_to_be_present_in_element((By.ID, "chart-summary"), "deliveries"))
+        manual.click()
+        details = manual.find_element(By.XPATH, "following-sibling::tr[1]")
+        wait.until(ec.visibility_of(details))
+        later(lambda: ids["run"]())
+        wait.until(
+            lambda d: rows_of(d, '#deliveries tr.delivery[data-status="success"]') == 3
+        )
+        try:
+            seen["still_open"] = details.is_displayed()  # the very same element: not redrawn
+            seen["manual_row"] = manual.text
+        except StaleElementReferenceException:
+            seen["still_open"] = "redrawn"
+        seen["details"] = details.text
+        seen["scheduled_row"] = driver.find_element(
+            By.CSS_SELECTOR, f'#deliveries tr.delivery[data-id="{ids["scheduled"]}"]'
+        ).text
+        seen["chart_summary"] = driver.find_element(By.ID, "chart-summary").text
+        seen["legend"] = driver.find_element(By.CSS_SELECTOR, "#chart .u-legend").text
+        shoot(driver, "web-page-history.png", driver.find_element(By.ID, "history"))
+
+        # A failed attempt without a response says why.
+        broken_row = f'#webhooks tr[data-id="{ids["broken"]}"]'
+        driver.find_element(By.CSS_SELECTOR, f"{broken_row} button.show-history").click()
+        failed = wait.until(
+            ec.presence_of_element_located(
+                (By.CSS_SELECTOR, '#deliveries tr.delivery[data-status="failed"]')
+            )
+        )
+        failed.click()
+        seen["no_response"] = wait.until(
+            ec.visibility_of_element_located((By.CSS_SELECTOR, "#deliveries .no-response"))
+        ).text
+        shoot(driver, "web-page-failed-attempt.png", driver.find_element(By.ID, "history"))
+        shoot(driver, "web-page-agents.png", driver.find_element(By.ID, "agents-section"))
+        seen["console"] = console(driver)
+        return seen
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+async def test_the_page_refreshes_keeps_what_is_open_and_says_when_what_and_why(
+    settings: Settings,
+) -> None:
+    clock = ManualClock(window_start())  # the next */5 slot is 2.5 minutes away
+    agent = await Agent().start()
+    calls = {"n": 0}
+
+    async def first_fails(_: web.Request, __: Received) -> web.StreamResponse:
+        calls["n"] += 1
+        return web.Response(status=500 if calls["n"] == 1 else 200, text="not yet")
+
+    try:
+        async with running(settings, clock) as r:
+            token = await admin_token(settings.database_url)
+            ids = await history_to_show(r, token, clock, agent, settings, first_fails)
+            loop = asyncio.get_running_loop()
+
+            def later(work: Callable[[], Awaitable[Any]]) -> Any:
+                return asyncio.run_coroutine_threadsafe(work(), loop).result(timeout=30)
+
+            async def add() -> int:
+                return (await create_webhook(r, token, agent.url, description="added"))[0]
+
+            async def run() -> int:
+                return await trigger(r, token, ids["berlin"])
+
+            seen = await asyncio.to_thread(
+                drive, r.urls["admin-api"], token, {**ids, "add": add, "run": run}, later
+            )
+    finally:
+        await agent.stop()
+    print("\nscreenshots:", sorted(str(p) for p in ARTIFACTS.glob("web-page-*.png")))
+
+    # List: zone of the next run, buttons on one line, refreshed with the form kept.
+    assert "CET" in seen["berlin_row"] and "Europe/Berlin" in seen["berlin_row"]
+    assert set(seen["button_lines"]) == {1}
+    assert seen["kept"]["url"] == "http://typed.example/keep"
+    assert seen["kept"]["description"] == "half-typed" and seen["kept"]["editor_shown"]
+    before, after = seen["kept"]["scroll"]
+    assert before > 0 and abs(before - after) <= 1
+    # History: time, trigger, attempts, slot; the opened attempt survived the reloads.
+    assert seen["still_open"] is True
+    manual = seen["manual_row"]
+    assert "manual" in manual and "retry" not in manual.split("manual")[0]
+    assert "2 (1 retry)" in manual and "CET" in manual
+    assert "Attempt 1" in seen["details"] and "Attempt 2" in seen["details"]
+    assert "HTTP 500" in seen["details"] and "HTTP 200" in seen["details"]
+    scheduled = seen["scheduled_row"]
+    assert "schedule" in scheduled and scheduled.count("CET") == 2  # time and slot
+    # Chart: 3 finished deliveries of the last 7 days, drawn with a legend.
+    assert seen["chart_summary"].startswith("3 deliveries: 3 succeeded, 0 failed")
+    assert "Europe/Berlin" in seen["chart_summary"]
+    assert all(name in seen["legend"] for name in ("Succeeded", "Failed", "p95"))
+    # Why the failed attempt has no response.
+    assert seen["no_response"].startswith("No response: connection error: Cannot connect")
+    # Agents with their armed triggers.
+    assert "digest-agent" in seen["agents"] and "nightly-digest" in seen["agents"]
+    assert problems(seen["console"]) == []
+
+
+async def history_to_show(
+    r: Running,
+    token: str,
+    clock: ManualClock,
+    agent: Agent,
+    settings: Settings,
+    first_fails: Callable[[web.Request, Received], Awaitable[web.StreamResponse]],
+) -> dict[str, int]:
+    """A Berlin webhook with a retried Run-now delivery and a scheduled one, a webhook
+    whose target refuses connections, and an agent with an armed trigger."""
+    berlin, _ = await create_webhook(
+        r,
+        token,
+        agent.url_for("berlin", first_fails),
+        cronSchedule="*/5 * * * *",
+        timezone="Europe/Berlin",
+        maxRetries=1,
+        description="Daily digest",
+    )
+    manual = await trigger(r, token, berlin)
+    await eventually(lambda: retry_due(settings.database_url, manual))
+    clock.advance(timedelta(seconds=10))
+    assert (await finished(r, token, manual))["status"] == "success"
+    _, body = await r.graphql(token, f"{{ cronWebhook(id: {berlin}) {{ nextRunAt }} }}")
+    clock.set(datetime.fromisoformat(body["data"]["cronWebhook"]["nextRunAt"]))
+
+    async def scheduled_delivery() -> int | None:
+        _, body = await r.graphql(
+            token,
+            f"{{ cronWebhookDeliveries(cronWebhookId: {berlin}) {{ id trigger status }} }}",
+        )
+        done = [
+            d
+            for d in body["data"]["cronWebhookDeliveries"]
+            if d["trigger"] == "SCHEDULE" and d["status"] == "success"
+        ]
+        return done[0]["id"] if done else None
+
+    scheduled = await eventually(scheduled_delivery, timeout=20)
+    broken, _ = await create_webhook(
+        r, token, f"http://127.0.0.1:{closed_port()}/gone", description="nobody listens"
+    )
+    assert (await finished(r, token, await trigger(r, token, broken)))["status"] == "failed"
+
+    _, body = await r.graphql(
+        token,
+        CREATE_AGENT,
+        {"i": {"instanceId": "digest-agent", "callbackUrl": agent.url, "description": "demo"}},
+    )
+    access = body["data"]["createAgent"]["accessToken"]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{r.urls['admin-api']}/api/agent-cron/provision",
+            json={
+                "job_id": "nightly-digest",
+                "fire_at": (clock.now() + timedelta(hours=6)).isoformat(),
+                "agent_callback_url": agent.url,
+            },
+            headers={"Authorization": f"Bearer {access}"},
+        ) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+    return {"berlin": berlin, "manual": manual, "scheduled": scheduled, "broken": broken}
