@@ -7,7 +7,7 @@ import { closeEditor, openEditor, save } from "./editor.js";
 import { closeHistory, historyWebhook, runNow } from "./history.js";
 import { createApiKey, loadApiKeys } from "./api_keys.js";
 import { loadAgents } from "./agents.js";
-import { loadAlerts } from "./alerts.js";
+import { loadAlerts, openLinkedWebhook } from "./alerts.js";
 
 const LIST_REFRESH_MS = 5000;
 let listTimer = null;
@@ -31,6 +31,7 @@ async function signIn() {
     if (body.errors) throw new Error(body.errors[0].message);
     $("#login-panel").classList.add("hidden"); $("#app").classList.remove("hidden"); $("#logout").classList.remove("hidden");
     await refreshLists();
+    await openLinkedWebhook();
     clearInterval(listTimer);
     listTimer = setInterval(refreshLists, LIST_REFRESH_MS);
   } catch (err) { clearToken(); $("#login-error").textContent = err.message; }
@@ -38,6 +39,7 @@ async function signIn() {
 
 onSignedOut(showSignedOut);
 document.addEventListener("webhooks-changed", () => loadWebhooks());
+window.addEventListener("hashchange", () => openLinkedWebhook());
 document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshLists(); });
 $("#api-key-form").addEventListener("submit", createApiKey);
 $("#login").addEventListener("click", signIn);
