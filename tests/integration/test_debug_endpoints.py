@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import structlog
 from standardwebhooks.webhooks import Webhook
 
 from cronhooks_common import jsonfast
@@ -70,6 +71,16 @@ async def test_without_dev_mode_every_debug_route_is_an_unknown_route(settings: 
         for method, path in DEBUG_ROUTES:
             status, content_type, body, _ = await call(r, method, path, data=b"{}")
             assert (status, content_type, body) == unknown[:3], (method, path)
+
+
+async def test_dev_mode_says_so_at_start(settings: Settings) -> None:
+    settings = dataclasses.replace(settings, dev_mode=True)
+    with structlog.testing.capture_logs() as logs:
+        async with running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)):
+            pass
+    [warning] = [e for e in logs if e["event"] == "dev_mode_enabled"]
+    assert warning["log_level"] == "warning"
+    assert "without authentication" in warning["detail"]
 
 
 async def test_a_failed_delivery_to_the_sink_is_recorded_signed_and_waited_for(dev) -> None:  # type: ignore[no-untyped-def]
