@@ -651,3 +651,82 @@ async def test_api_keys_and_manual_change_triggers_answer_named_errors(  # type:
     first = body["errors"][0]
     if first.get("extensions", {}).get("code") == "BAD_USER_INPUT":
         assert first["extensions"]["field"] in ("paths", "id")
+
+
+odd_moment = st.one_of(
+    odd_value,
+    st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat()),
+    st.sampled_from(["2026-02-30T00:00:00Z", "2026-02-09T09:00:00", "0001-01-01T00:00:00+00:00"]),
+)
+
+
+@FUZZ
+@given(
+    webhook_id=st.one_of(st.just(OPEN_WEBHOOK), odd_value),
+    since=odd_moment,
+    until=st.one_of(st.none(), odd_moment),
+)
+async def test_replay_deliveries_answers_named_errors_and_writes_nothing_odd(  # type: ignore[no-untyped-def]
+    system, webhook_id, since, until
+) -> None:
+    """No delivery of this database ever failed: a replay answers no id or a named error,
+    and writes nothing either way."""
+    r, token, settings = system
+    before = await event_count(settings.database_url)
+    status, body = await post_graphql(
+        r,
+        token,
+        """mutation($webhookId: Int!, $since: DateTime!, $until: DateTime) {
+        replayDeliveries(webhookId: $webhookId, since: $since, until: $until) { deliveryIds } }""",
+        {"webhookId": webhook_id, "since": since, "until": until},
+    )
+    no_crash(status, body)
+    assert await event_count(settings.database_url) == before
+    if body.get("errors"):
+        ext = body["errors"][0].get("extensions", {})
+        assert ext.get("code") in ("BAD_USER_INPUT", "NOT_FOUND"), body
+        if ext["code"] == "BAD_USER_INPUT":
+            assert ext["field"] in ("webhookId", "since", "until"), body
+    else:
+        assert body["data"]["replayDeliveries"] == {"deliveryIds": []}
+
+
+@pytest.fixture
+async def dev_system(settings: Settings) -> AsyncIterator[Running]:
+    settings = dataclasses.replace(settings, dev_mode=True)
+    async with running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)) as r:
+
+        async def no_wait(_: float) -> None:  # a told delay, without waiting for it
+            return None
+
+        r.services["admin-api"].debug.sleep = no_wait
+        yield r
+
+
+debug_param = st.one_of(odd_text, odd_int.map(str), st.sampled_from(["250ms", "1m", "60s", "1h"]))
+
+
+@FUZZ
+@given(
+    params=st.dictionaries(
+        st.sampled_from(["status", "delay", "body", "last", "id"]), debug_param, max_size=3
+    ),
+    raw=st.binary(max_size=200),
+)
+async def test_debug_endpoints_answer_as_told_or_a_named_400(dev_system, params, raw) -> None:  # type: ignore[no-untyped-def]
+    r = dev_system
+    assume(all(encodable(k) and encodable(v) for k, v in params.items()))
+    async with aiohttp.ClientSession() as session:
+        url = r.urls["admin-api"]
+        async with session.post(f"{url}/debug/test_webhook", params=params, data=raw) as resp:
+            answer = await resp.read()
+            if resp.status == 400:
+                named = json.loads(answer)
+                assert named["field"] in ("status", "delay"), named
+            else:
+                assert resp.status == int(params.get("status", 200)), answer
+        for method, path in (("GET", "test_webhook_calls"), ("POST", "run_cron_job")):
+            async with session.request(method, f"{url}/debug/{path}", params=params) as resp:
+                assert resp.status in (200, 400, 404), await resp.text()
+                if resp.status == 400:
+                    assert (await resp.json())["field"] in ("last", "id")

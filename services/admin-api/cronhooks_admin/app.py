@@ -8,10 +8,13 @@ again, and those of the other services) with projection.py — not from RabbitMQ
 
 from __future__ import annotations
 
+import structlog
+
 from cronhooks_admin.agent_api import add_agent_routes
 from cronhooks_admin.agents import Agents
 from cronhooks_admin.api_keys import ApiKeys
 from cronhooks_admin.commands import Commands
+from cronhooks_admin.debug import DebugRoutes, add_debug_routes
 from cronhooks_admin.http import add_graphql_routes
 from cronhooks_admin.note_writes import NoteWrites
 from cronhooks_admin.projector import Projector
@@ -20,6 +23,8 @@ from cronhooks_common.crypto import SecretBox
 from cronhooks_common.keys import active_key
 from cronhooks_common.service import Runtime
 from cronhooks_common.tokens import AdminWriteTokens
+
+log = structlog.get_logger(__name__)
 
 
 class AdminApi:
@@ -56,8 +61,20 @@ class AdminApi:
             clock=runtime.clock,
         )
         add_agent_routes(runtime.http, pool=runtime.pool, agents=self.agents, clock=runtime.clock)
+        # CONTRACT §12: the unauthenticated debug endpoints exist only in dev mode.
+        self.debug: DebugRoutes | None = None
+        if settings.dev_mode:
+            self.debug = add_debug_routes(
+                runtime.http, pool=runtime.pool, commands=self.commands, clock=runtime.clock
+            )
 
     async def start(self) -> None:
+        if self.debug is not None:
+            log.warning(
+                "dev_mode_enabled",
+                detail="CRONHOOKS_DEV_MODE=true: /debug/* is served without authentication;"
+                " never enable it in production",
+            )
         await self._ensure_signing_key()
         await self.note_writes.start()
         await self.projector.start()

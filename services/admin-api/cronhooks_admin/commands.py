@@ -8,12 +8,12 @@ again later, which changes nothing (projections are idempotent).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
 
-from cronhooks_admin import projection
+from cronhooks_admin import projection, replay
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.validation import (
     InputError,
@@ -263,13 +263,48 @@ class Commands:
             )
         return delivery_id
 
+    async def replay_deliveries(
+        self, webhook_id: int, since: datetime, until: datetime | None, admin: Admin
+    ) -> list[int]:
+        """A new MANUAL delivery for each failed delivery of the webhook (either kind)
+        created in [since, until), oldest first (replay.py); their ids, in that order.
+        All in one transaction, with one statement for the ids and one for the events."""
+        replay.check_window(since, until)
+        async with self.pool.acquire() as conn, conn.transaction():
+            state = await self._live_webhook(conn, webhook_id, None)
+            failed = await replay.failed_deliveries(conn, webhook_id, since, until)
+            if not failed:
+                return []
+            firsts = await replay.first_requests(conn, failed) if state.kind == CHANGE else {}
+            ids: list[int] = sorted(
+                r["id"]
+                for r in await conn.fetch(
+                    "select nextval('eventstore.delivery_ids') as id"
+                    " from generate_series(1, $1)",
+                    len(failed),
+                )
+            )
+            causation = Causation.new(actor=admin.actor)  # one command: one correlation
+            appends = [
+                (
+                    delivery_stream(new_id),
+                    0,
+                    replay.replay_request(state, webhook_id, new_id, old, firsts.get(old, {})),
+                    causation,
+                )
+                for new_id, old in zip(ids, failed, strict=True)
+            ]
+            recorded = await eventstore.append_many(conn, appends, occurred_at=self.clock.now())
+            await projection.apply_batch(conn, recorded)
+        return ids
+
     async def _live_webhook(
-        self, conn: asyncpg.Connection, webhook_id: int, kind: str
+        self, conn: asyncpg.Connection, webhook_id: int, kind: str | None
     ) -> WebhookState:
         """The webhook as its stream tells it; NOT_FOUND when deleted or of the other kind
-        (cron and change webhooks share one id space)."""
+        (cron and change webhooks share one id space; `kind` None: either)."""
         state = await load_webhook(conn, webhook_id)
-        if state is None or state.deleted or state.kind != kind:
+        if state is None or state.deleted or kind not in (None, state.kind):
             raise NotFound("webhook", webhook_id)
         return state
 

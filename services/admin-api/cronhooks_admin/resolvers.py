@@ -322,3 +322,13 @@ async def trigger_cron_webhook(_: Any, info: Info, webhook_id: int) -> dict[str,
     ctx = info.context
     delivery_id = await _command(lambda: ctx.commands.trigger_webhook(webhook_id, ctx.admin))
     return {"delivery_id": delivery_id}
+
+
+async def replay_deliveries(
+    _: Any, info: Info, webhook_id: int, since: datetime, until: datetime | None = None
+) -> dict[str, Any]:
+    ctx = info.context
+    ids = await _command(
+        lambda: ctx.commands.replay_deliveries(webhook_id, since, until, ctx.admin)
+    )
+    return {"delivery_ids": ids}

@@ -58,6 +58,7 @@ mutation.set_field("triggerChangeWebhook", resolvers.trigger_change_webhook)
 mutation.set_field("pushNotes", resolvers.push_notes)
 mutation.set_field("commitNotes", resolvers.commit_notes)
 mutation.set_field("hideNotes", resolvers.hide_notes)
+mutation.set_field("replayDeliveries", resolvers.replay_deliveries)
 
 
 def _typename(obj: dict[str, object], *_: object) -> object:
