@@ -18,7 +18,7 @@ from cronhooks_common.clock import ManualClock, iso
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, events_of, finished, trigger
-from tests.support.inprocess import Running, admin_token, running, window_start
+from tests.support.inprocess import Running, admin_token, eventually, running, window_start
 
 REPLAY = """mutation($webhookId: Int!, $since: DateTime!, $until: DateTime) {
   replayDeliveries(webhookId: $webhookId, since: $since, until: $until) { deliveryIds } }"""
@@ -51,13 +51,19 @@ async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, Manual
 async def replay_of(
     r: Running, token: str, hook_id: int, since: datetime, until: datetime | None = None
 ) -> dict[str, Any]:
-    variables = {"webhookId": hook_id, "since": iso(since), "until": None if until is None else iso(until)}
+    variables = {
+        "webhookId": hook_id,
+        "since": iso(since),
+        "until": None if until is None else iso(until),
+    }
     status, body = await r.graphql(token, REPLAY, variables)
     assert status == 200, body
     return body
 
 
-async def replayed_ids(r: Running, token: str, hook_id: int, since: datetime, until: datetime | None = None) -> list[int]:
+async def replayed_ids(
+    r: Running, token: str, hook_id: int, since: datetime, until: datetime | None = None
+) -> list[int]:
     body = await replay_of(r, token, hook_id, since, until)
     assert "errors" not in body, body
     return body["data"]["replayDeliveries"]["deliveryIds"]  # type: ignore[no-any-return]
@@ -108,7 +114,9 @@ async def test_only_failed_deliveries_inside_the_window_are_sent_again_oldest_fi
         await finished(r, token, i)
 
 
-async def test_a_change_delivery_is_replayed_with_the_changes_it_carried(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+async def test_a_change_delivery_is_replayed_with_the_changes_it_carried(
+    system, settings: Settings
+) -> None:  # type: ignore[no-untyped-def]
     r, token, clock, agent = system
     switch = Switch()
     _, body = await r.graphql(
@@ -120,7 +128,9 @@ async def test_a_change_delivery_is_replayed_with_the_changes_it_carried(system,
     hook_id = body["data"]["createChangeWebhook"]["changeWebhook"]["id"]
     since = clock.now()
     for content in ("# v1", "# v2"):
-        await r.graphql(token, PUSH, {"input": {"updates": [{"path": "blog/a.md", "content": content}]}})
+        await r.graphql(
+            token, PUSH, {"input": {"updates": [{"path": "blog/a.md", "content": content}]}}
+        )
         await agent.wait_for(1 if content == "# v1" else 2, name="lint")
     failed = [got.body for got in agent.at("lint")]
     assert [b["changes"][0]["content"] for b in failed] == ["# v1", "# v2"]
@@ -159,13 +169,19 @@ async def test_bad_input_is_refused_by_name_and_changes_nothing(  # type: ignore
 
     ok = {"webhookId": hook_id, "since": iso(since)}
     for until in (since, since - timedelta(seconds=1)):
-        assert await refused({**ok, "until": iso(until)}) == {"code": "BAD_USER_INPUT", "field": "until"}
+        assert await refused({**ok, "until": iso(until)}) == {
+            "code": "BAD_USER_INPUT",
+            "field": "until",
+        }
     for bad in ("yesterday", "2026-02-30T00:00:00Z", "2026-02-09T09:00:00", 12):
         assert await refused({**ok, "since": bad}) == {"code": "BAD_USER_INPUT", "field": "since"}
     assert (await refused({**ok, "webhookId": "x"}))["field"] == "webhookId"
     assert (await refused({**ok, "webhookId": 987654}))["code"] == "NOT_FOUND"
     monkeypatch.setattr(replay, "MAX_REPLAYED", 2)  # three failed ones: past the cap
-    assert await refused({**ok, "until": iso(later)}) == {"code": "BAD_USER_INPUT", "field": "until"}
+    assert await refused({**ok, "until": iso(later)}) == {
+        "code": "BAD_USER_INPUT",
+        "field": "until",
+    }
     assert await event_count(settings.database_url) == before
 
     # Inside the cap, and a window with nothing failed in it: an empty answer.
@@ -176,9 +192,24 @@ async def test_bad_input_is_refused_by_name_and_changes_nothing(  # type: ignore
     assert await replayed_ids(r, token, hook_id, later + timedelta(days=1)) == []
 
     await r.graphql(token, f"mutation {{ deleteCronWebhook(id: {hook_id}) {{ id }} }}")
+    # Five failures in a row raised an alert, which the deletion resolves (CONTRACT §12):
+    # count once that has happened.
+    await eventually(lambda: alert_resolved(settings.database_url))
     before = await event_count(settings.database_url)
     assert (await refused(ok))["code"] == "NOT_FOUND"  # a deleted webhook is unknown
     assert await event_count(settings.database_url) == before
+
+
+async def alert_resolved(dsn: str) -> bool:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return bool(
+            await conn.fetchval(
+                "select count(*) from eventstore.events where type = 'alert.resolved'"
+            )
+        )
+    finally:
+        await conn.close()
 
 
 async def event_count(dsn: str) -> int:
