@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -104,11 +105,21 @@ def test_make_env_writes_what_compose_needs(tmp_path: Path) -> None:
     makefile = tmp_path / "Makefile"
     makefile.write_text((ROOT / "Makefile").read_text())
     (tmp_path / "pyproject.toml").write_text("")
-    subprocess.run(["make", "-s", ".env"], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "infra").mkdir()
+    shutil.copy(ROOT / "infra/write-env", tmp_path / "infra/write-env")
     env = tmp_path / ".env"
+    # An older .env: its values stay, what it lacks is added, it becomes 0600.
+    env.write_text("CRONHOOKS_SECRET_KEY=" + "k" * 64)
+    env.chmod(0o644)
+    subprocess.run(["make", "-s", ".env"], cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run(["make", "-s", ".env"], cwd=tmp_path, check=True, capture_output=True)
     assert oct(env.stat().st_mode & 0o777) == "0o600"
-    keys = {line.split("=", 1)[0] for line in env.read_text().splitlines() if "=" in line}
-    assert {"CRONHOOKS_SECRET_KEY", "BROKER_PASSWORD"} <= keys
+    pairs = [line.split("=", 1) for line in env.read_text().splitlines() if "=" in line]
+    keys = [k for k, _ in pairs]
+    assert sorted(keys) == ["BROKER_PASSWORD", "CRONHOOKS_SECRET_KEY", "POSTGRES_PASSWORD"]
+    assert dict(pairs)["CRONHOOKS_SECRET_KEY"] == "k" * 64
+    # Only secrets: the loopback allowance of `make up` must not reach docker compose.
+    assert "CRONHOOKS_ALLOW_PRIVATE_TARGETS" not in keys
     Settings.from_env({}, env_file=env)  # and the services still accept it
 
 
