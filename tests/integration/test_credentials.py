@@ -19,8 +19,8 @@ import pytest
 from cronhooks_admin.auth import create_token
 from cronhooks_common import db
 from cronhooks_common.clock import ManualClock
+from cronhooks_common.quick_start import quick_start_token
 from cronhooks_common.settings import Settings
-from cronhooks_common.supervisor import quick_start_token
 from tests.support import rabbit
 from tests.support.inprocess import running
 
