@@ -5,6 +5,7 @@ printed, and the JWKS is published from the start."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import aiohttp
 import asyncpg
+from prometheus_client.parser import text_string_to_metric_families
 
 from cronhooks_common.settings import Settings
 from tests.support import quick_start
@@ -19,6 +21,29 @@ from tests.support.inprocess import eventually
 from tests.support.processes import free_port, with_free_ports
 
 CREATE = "Create a webhook (its id and secret are in the answer):"
+DASHBOARD = Path(__file__).resolve().parents[2] / "infra/grafana/cronhooks.json"
+SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count")}
+
+
+def _dashboard_metrics() -> set[str]:
+    """Every metric an expression of infra/grafana/cronhooks.json names."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [t["expr"] for p in panels for t in p["targets"]]
+    return {m for e in exprs for m in re.findall(r"\bcronhooks_[a-z_]+\b", e)}
+
+
+async def _exported(ports: list[str]) -> set[str]:
+    """The sample names the services' /metrics can carry (families without samples yet too)."""
+    names: set[str] = set()
+    async with aiohttp.ClientSession() as session:
+        for port in ports:
+            async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+                text = await resp.text()
+            for family in text_string_to_metric_families(text):
+                names.add(family.name)
+                names.update(family.name + s for s in SUFFIXES.get(family.type, ()))
+                names.update(sample.name for sample in family.samples)
+    return names
 
 
 async def _statuses(qs: quick_start.QuickStart) -> list[str]:
@@ -54,6 +79,10 @@ async def test_make_up_twice_reuses_its_token_and_demo_webhook_and_every_printed
             assert (await resp.json())["keys"], "the signing key is published at start"
         # The demo agent verifies signatures: a success means it accepted this one.
         assert await eventually(lambda: _done(first), timeout=30, interval=0.2) == ["success"]
+        # The Grafana dashboard names only metrics some service exports.
+        ports = [env[f"CRONHOOKS_{s}_PORT"] for s in ("ADMIN", "IMPORTER", "SCHEDULER", "DISPATCHER")]
+        missing = _dashboard_metrics() - await _exported(ports)
+        assert not missing, f"infra/grafana/cronhooks.json names unexported {sorted(missing)}"
         # The printed hint for another admin token runs as printed, from where `up` runs.
         [cli] = re.findall(r"another: (\S+) admin create-token --name you", first.text)
         out = await quick_start.shell(f"{cli} admin create-token --name hint", tmp_path, env)
