@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cronhooks_common.quick_start import DemoWebhook, quick_start_text
+from cronhooks_cli.quick_start import DemoWebhook, quick_start_text
 from cronhooks_common.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cronhooks_common.cli import _parser
-from cronhooks_common.migrate import COMPONENTS
+from cronhooks_cli.cli import _parser
+from cronhooks_common.migrate import components
 from cronhooks_common.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,7 +161,8 @@ def test_wheel_carries_migrations_and_schema(tmp_path: Path) -> None:
     )
     [wheel] = tmp_path.glob("cronhooks-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for component in COMPONENTS:
+    assert len(components()) == 5
+    for component in components():
         assert any(
             n.startswith(f"{component}/migrations/") and n.endswith(".sql") for n in names
         ), component

@@ -16,13 +16,13 @@ import time
 import aiohttp
 import structlog
 
-from cronhooks_common.migrate import migrate
-from cronhooks_common.quick_start import (
+from cronhooks_cli.quick_start import (
     QuickStartError,
     ensure_demo_webhook,
     quick_start_text,
     quick_start_token,
 )
+from cronhooks_common.migrate import migrate
 from cronhooks_common.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -82,7 +82,7 @@ async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bo
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     env = {**os.environ, **settings.to_env()}
-    exe = [sys.executable, "-m", "cronhooks_common.cli"]
+    exe = [sys.executable, "-m", "cronhooks_cli.cli"]
     children = [
         asyncio.create_task(_child([*exe, "run", name], env, stop)) for name in SERVICE_NAMES
     ]
