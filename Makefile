@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: install up test test-unit test-faults lint bench clean
+# .env is phony too: infra/write-env only adds what is missing.
+.PHONY: install up down .env test test-unit test-faults lint bench clean
 
 install: $(STAMP)
 
@@ -14,14 +15,28 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
-# A random CRONHOOKS_SECRET_KEY on first use; loopback agents allowed for local work.
+# Secrets for `make up` and `docker compose`: random on first use; keys an older .env lacks
+# are added (infra/write-env). Phony: it runs every time and changes nothing already there.
 .env:
-	@umask 077 && $(PYTHON) -c 'import secrets; print("# written by make on first use; keep it secret\nCRONHOOKS_SECRET_KEY=" + secrets.token_hex(32) + "\n# the demo agent listens on loopback\nCRONHOOKS_ALLOW_PRIVATE_TARGETS=true\n# docker compose: the RabbitMQ password of its broker\nBROKER_PASSWORD=" + secrets.token_urlsafe(24))' > $@
-	@chmod 600 $@
-	@echo "wrote .env with a new CRONHOOKS_SECRET_KEY (mode 0600)"
+	@$(PYTHON) infra/write-env .env
 
+# What `make up` started (servers, its `cronhooks up`), for `make down` to stop.
+STARTED := .cronhooks-started
+DEMO_AGENT_PORT ?= 8090
+
+# Postgres and RabbitMQ: started, or installed with apt, or a one-line hint
+# (infra/local-services). Then the services in the foreground, recorded by pid: `exec`
+# keeps the shell's pid. Loopback targets allowed for the demo agent here only (not in
+# .env, which docker compose reads too).
 up: install .env
-	$(BIN)/cronhooks up --demo-agent --print-token
+	@infra/local-services up --trust-user --record $(STARTED)
+	@echo "cronhooks-up $$$$" >> $(STARTED); \
+	  CRONHOOKS_ALLOW_PRIVATE_TARGETS=$${CRONHOOKS_ALLOW_PRIVATE_TARGETS:-true} \
+	  exec $(BIN)/cronhooks up --demo-agent --demo-agent-port $(DEMO_AGENT_PORT) --print-token
+
+# Stops what `make up` started, and only that.
+down:
+	@infra/local-services down --record $(STARTED)
 
 lint: install
 	$(BIN)/ruff check .

@@ -120,7 +120,7 @@ async def _cli(env: dict[str, str], *args: str) -> str:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cronhooks_common.cli",
+        "cronhooks_cli.cli",
         *args,
         env={**os.environ, **env},
         stdout=asyncio.subprocess.PIPE,
@@ -147,7 +147,7 @@ async def _start(cluster: Cluster, service: str, replica: int) -> None:
     cluster.procs[name] = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cronhooks_common.cli",
+        "cronhooks_cli.cli",
         "run",
         service,
         env={**os.environ, **cluster.env, _port_variable(service): str(port)},

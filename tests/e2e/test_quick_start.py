@@ -1,82 +1,122 @@
 """The README's quick start: `cronhooks up --demo-agent --print-token` (what `make up` runs)
-brings everything up and prints two curl commands; run as printed, they create a webhook
-for the demo agent and trigger it, and the delivery succeeds with the demo agent's note."""
+makes a webhook for the demo agent and runs it once; a second start reuses the admin token
+and that webhook and prints commands for what exists. Every printed command works as
+printed, and the JWKS is published from the start."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import signal
-import sys
+import re
+import stat
+from pathlib import Path
 
+import aiohttp
 import asyncpg
+from prometheus_client.parser import text_string_to_metric_families
 
 from cronhooks_common.settings import Settings
+from tests.support import quick_start
 from tests.support.inprocess import eventually
 from tests.support.processes import free_port, with_free_ports
 
-
-async def _curl(command: str) -> dict:  # type: ignore[type-arg]
-    proc = await asyncio.create_subprocess_shell(command, stdout=asyncio.subprocess.PIPE)
-    out, _ = await proc.communicate()
-    assert proc.returncode == 0, command
-    return json.loads(out)  # type: ignore[no-any-return]
+CREATE = "Create a webhook (its id and secret are in the answer):"
+DASHBOARD = Path(__file__).resolve().parents[2] / "infra/grafana/cronhooks.json"
+SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count")}
 
 
-async def test_the_printed_curls_create_and_run_a_webhook_for_the_demo_agent(
-    settings: Settings,
+def _dashboard_metrics() -> set[str]:
+    """Every metric an expression of infra/grafana/cronhooks.json names."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [t["expr"] for p in panels for t in p["targets"]]
+    return {m for e in exprs for m in re.findall(r"\bcronhooks_[a-z_]+\b", e)}
+
+
+async def _exported(ports: list[str]) -> set[str]:
+    """The sample names the services' /metrics can carry (families without samples yet too)."""
+    names: set[str] = set()
+    async with aiohttp.ClientSession() as session:
+        for port in ports:
+            async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+                text = await resp.text()
+            for family in text_string_to_metric_families(text):
+                names.add(family.name)
+                names.update(family.name + s for s in SUFFIXES.get(family.type, ()))
+                names.update(sample.name for sample in family.samples)
+    return names
+
+
+async def _statuses(qs: quick_start.QuickStart) -> list[str]:
+    body = await quick_start.curl_json(qs.curl_after("Its deliveries:"))
+    return [d["status"] for d in body["data"]["cronWebhookDeliveries"]]
+
+
+async def _done(qs: quick_start.QuickStart) -> list[str] | None:
+    """The statuses once no delivery is pending."""
+    statuses = await _statuses(qs)
+    return statuses if statuses and "pending" not in statuses else None
+
+
+def _token(qs: quick_start.QuickStart) -> str:
+    [token] = re.findall(r"^  Admin token: +(\S+)$", qs.text, re.M)
+    return token
+
+
+async def test_make_up_twice_reuses_its_token_and_demo_webhook_and_every_printed_command_works(
+    settings: Settings, tmp_path: Path
 ) -> None:
     env = {**os.environ, **with_free_ports(settings)}
-    up = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_common.cli",
-        "up",
-        "--demo-agent",
-        "--demo-agent-port",
-        str(free_port()),
-        "--print-token",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    demo_port = free_port()
+
+    first = await quick_start.start(env, tmp_path, demo_port)
     try:
-        assert up.stdout is not None
-        curls: list[str] = []
-        async with asyncio.timeout(90):
-            while len(curls) < 2:
-                line = (await up.stdout.readline()).decode()
-                assert line, "cronhooks up ended before printing the quick start"
-                if line.startswith("  curl "):
-                    curls.append(line.strip())
-        created = await _curl(curls[0])
-        assert "errors" not in created, created
-        assert created["data"]["createCronWebhook"]["secret"].startswith("whsec_")
-        triggered = await _curl(curls[1])
-        assert "errors" not in triggered, triggered
+        hook, created = first.demo_webhook()
+        assert created, first.text
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{env['CRONHOOKS_PUBLIC_URL']}/.well-known/jwks.json") as resp,
+        ):
+            assert (await resp.json())["keys"], "the signing key is published at start"
+        # The demo agent verifies signatures: a success means it accepted this one.
+        assert await eventually(lambda: _done(first), timeout=30, interval=0.2) == ["success"]
+        # The Grafana dashboard names only metrics some service exports.
+        ports = [env[f"CRONHOOKS_{s}_PORT"] for s in ("ADMIN", "IMPORTER", "SCHEDULER", "DISPATCHER")]
+        missing = _dashboard_metrics() - await _exported(ports)
+        assert not missing, f"infra/grafana/cronhooks.json names unexported {sorted(missing)}"
+        # The printed hint for another admin token runs as printed, from where `up` runs.
+        [cli] = re.findall(r"another: (\S+) admin create-token --name you", first.text)
+        out = await quick_start.shell(f"{cli} admin create-token --name hint", tmp_path, env)
+        assert out.splitlines()[-1].startswith("cha_")
+        assert not re.search(r"(^|[\s(`])cronhooks admin", first.text), "a bare `cronhooks`"
+    finally:
+        await first.stop()
+    token_file = tmp_path / ".cronhooks-admin-token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
 
-        async def delivery_done() -> str | None:
-            body = await _curl(
-                curls[1].replace(
-                    "mutation { triggerCronWebhook(webhookId: 1) { deliveryId } }",
-                    "{ cronWebhookDeliveries(cronWebhookId: 1) { status } }",
-                )
-            )
-            statuses = [d["status"] for d in body["data"]["cronWebhookDeliveries"]]
-            return statuses[0] if statuses and statuses[0] != "pending" else None
+    second = await quick_start.start(env, tmp_path, demo_port)
+    try:
+        assert _token(second) == _token(first) == token_file.read_text().strip()
+        assert second.demo_webhook() == (hook, False)
+        ran = await quick_start.curl_json(second.curl_after("Run it now:"))
+        assert ran["data"]["triggerCronWebhook"]["deliveryId"] > 0
 
-        assert await eventually(delivery_done, timeout=30, interval=0.2) == "success"
+        assert await eventually(lambda: _done(second), timeout=30, interval=0.2) == [
+            "success",
+            "success",
+        ]
+        # The printed create curl carries the demo agent's secret: its deliveries succeed.
+        made = await quick_start.curl_json(second.curl_after(CREATE))
+        new = made["data"]["createCronWebhook"]["cronWebhook"]["id"]
+        assert new != hook
         conn = await asyncpg.connect(settings.database_url)
         try:
             assert (
                 await conn.fetchval(
                     "select count(*) from importer.notes where path like 'demo/digest-%'"
                 )
-                == 1
+                == 2
             )
         finally:
             await conn.close()
     finally:
-        up.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(up.wait(), 60)
+        await second.stop()

@@ -67,7 +67,7 @@ async def start_replica(settings: Settings, n: int) -> asyncio.subprocess.Proces
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cronhooks_common.cli",
+        "cronhooks_cli.cli",
         "run",
         "scheduler",
         env=env,

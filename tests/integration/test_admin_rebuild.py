@@ -171,7 +171,7 @@ async def test_rebuilt_read_models_equal_the_live_ones(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cronhooks_common.cli",
+        "cronhooks_cli.cli",
         "projections",
         "rebuild",
         env={**os.environ, **settings.to_env()},

@@ -574,7 +574,7 @@ async def run_cli(settings: Settings, *args: str) -> str:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cronhooks_common.cli",
+        "cronhooks_cli.cli",
         *args,
         env={**os.environ, **settings.to_env()},
         stdout=asyncio.subprocess.PIPE,

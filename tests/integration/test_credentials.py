@@ -17,10 +17,10 @@ import pika.exceptions
 import pytest
 
 from cronhooks_admin.auth import create_token
+from cronhooks_cli.quick_start import quick_start_token
 from cronhooks_common import db
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
-from cronhooks_common.supervisor import quick_start_token
 from tests.support import rabbit
 from tests.support.inprocess import running
 
@@ -29,7 +29,7 @@ async def cli(settings: Settings, *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cronhooks_common.cli",
+        "cronhooks_cli.cli",
         *args,
         env={**os.environ, **settings.to_env()},
         stdout=asyncio.subprocess.PIPE,

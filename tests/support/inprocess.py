@@ -17,8 +17,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from cronhooks_cli.cli import SERVICES
 from cronhooks_common import broker, db
-from cronhooks_common.cli import SERVICES
 from cronhooks_common.clock import Clock
 from cronhooks_common.http_limits import make_runner
 from cronhooks_common.ops import add_ops_routes

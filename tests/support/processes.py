@@ -50,7 +50,7 @@ class Cluster:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "cronhooks_common.cli",
+            "cronhooks_cli.cli",
             *args,
             env={**os.environ, **self.env},
             stdout=asyncio.subprocess.PIPE,
@@ -72,7 +72,7 @@ class Cluster:
         self.procs[name] = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "cronhooks_common.cli",
+            "cronhooks_cli.cli",
             "run",
             service,
             env={**os.environ, **self.env, **(env or {})},

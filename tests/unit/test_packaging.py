@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cronhooks_common.cli import _parser
-from cronhooks_common.migrate import COMPONENTS
+from cronhooks_cli.cli import _parser
+from cronhooks_common.migrate import components
 from cronhooks_common.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,26 +71,56 @@ def test_environment_is_valid_configuration(compose) -> None:  # type: ignore[no
             assert settings.bind == "0.0.0.0"
 
 
-def test_published_ports_match_the_contract(compose) -> None:  # type: ignore[no-untyped-def]
-    ports = {name: s.get("ports", []) for name, s in compose["services"].items()}
-    assert "8080:8080" in ports["admin-api"]
-    assert "8081:8081" in ports["importer"]
+def test_published_ports_match_the_contract_and_replicas_can_be_added(compose) -> None:  # type: ignore[no-untyped-def]
+    """8080/8081 are the proxy's; no other service has a host port or a container_name, so
+    `docker compose up --scale <service>=N` never collides."""
+    services = compose["services"]
+    assert set(services["proxy"]["ports"]) == {"8080:8080", "8081:8081"}
+    for name, service in services.items():
+        assert "container_name" not in service, name
+        if name != "proxy":
+            assert not service.get("ports"), f"{name} publishes a host port"
+    conf = (ROOT / "infra/nginx.conf").read_text()
+    mounted = [v.split(":")[0] for v in services["proxy"]["volumes"]]
+    assert "./infra/nginx.conf" in mounted
+    listens = re.findall(r"listen (\d+);", conf)
+    assert sorted(listens) == ["8080", "8081"]
+    targets = re.findall(r"set \$\w+ http://([\w-]+):(\d+);", conf)
+    assert targets == [("admin-api", "8080"), ("importer", "8081")]
+    for service, port in targets:
+        assert port in services[service]["expose"], service
 
 
-def test_no_fixed_broker_password_no_open_dashboard_no_inherited_ssrf_switch(compose) -> None:  # type: ignore[no-untyped-def]
-    """CONTRACT §15: compose publishes no broker port with a fixed password; the loopback
-    switch `make up` writes into .env does not turn the SSRF guard off for Docker."""
-    broker = compose["services"]["rabbitmq"]
-    assert broker["environment"]["RABBITMQ_DEFAULT_PASS"].startswith("${BROKER_PASSWORD:?")
-    for published in broker.get("ports", []):
-        assert published.startswith("127.0.0.1:"), published
-    for name, service in compose["services"].items():
+def test_no_fixed_password_no_broker_port_no_inherited_ssrf_switch(compose) -> None:  # type: ignore[no-untyped-def]
+    """CONTRACT §15: compose publishes no broker port and has no fixed password (both come
+    from .env); the loopback switch of `make up` does not turn the SSRF guard off here."""
+    services = compose["services"]
+    assert not services["rabbitmq"].get("ports"), "no broker port published"
+    assert services["rabbitmq"]["environment"]["RABBITMQ_DEFAULT_PASS"].startswith(
+        "${BROKER_PASSWORD:?"
+    )
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith(
+        "${POSTGRES_PASSWORD:?"
+    )
+    for name, service in services.items():
         env = service.get("environment", {})
         if "CRONHOOKS_AMQP_URL" in env:
             assert "${BROKER_PASSWORD:?" in env["CRONHOOKS_AMQP_URL"], name
-        if "CRONHOOKS_ALLOW_PRIVATE_TARGETS" in env:
-            assert "CRONHOOKS_ALLOW_PRIVATE_TARGETS" not in env["CRONHOOKS_ALLOW_PRIVATE_TARGETS"]
-            assert _interpolate(env["CRONHOOKS_ALLOW_PRIVATE_TARGETS"]) == "false"
+        if "CRONHOOKS_DATABASE_URL" in env:
+            assert "${POSTGRES_PASSWORD:?" in env["CRONHOOKS_DATABASE_URL"], name
+        if "CRONHOOKS_SECRET_KEY" in env:  # a cronhooks service: the guard is stated, off
+            allow = env["CRONHOOKS_ALLOW_PRIVATE_TARGETS"]
+            assert "CRONHOOKS_ALLOW_PRIVATE_TARGETS" not in allow, name
+            assert _interpolate(allow) == "false", name
+        assert "env_file" not in service, f"{name} would take all of .env"
+
+
+def test_the_admin_token_command_it_documents_is_a_valid_invocation(compose) -> None:  # type: ignore[no-untyped-def]
+    text = (ROOT / "docker-compose.yml").read_text()
+    [command] = re.findall(r"docker compose exec admin-api cronhooks (admin create-token .*)", text)
+    args = _parser().parse_args(command.split())
+    assert (args.command, args.admin_command) == ("admin", "create-token")
+    assert "admin-api" in compose["services"]
 
 
 def test_every_service_has_a_readiness_healthcheck(compose) -> None:  # type: ignore[no-untyped-def]
@@ -104,11 +135,21 @@ def test_make_env_writes_what_compose_needs(tmp_path: Path) -> None:
     makefile = tmp_path / "Makefile"
     makefile.write_text((ROOT / "Makefile").read_text())
     (tmp_path / "pyproject.toml").write_text("")
-    subprocess.run(["make", "-s", ".env"], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "infra").mkdir()
+    shutil.copy(ROOT / "infra/write-env", tmp_path / "infra/write-env")
     env = tmp_path / ".env"
+    # An older .env: its values stay, what it lacks is added, it becomes 0600.
+    env.write_text("CRONHOOKS_SECRET_KEY=" + "k" * 64)
+    env.chmod(0o644)
+    subprocess.run(["make", "-s", ".env"], cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run(["make", "-s", ".env"], cwd=tmp_path, check=True, capture_output=True)
     assert oct(env.stat().st_mode & 0o777) == "0o600"
-    keys = {line.split("=", 1)[0] for line in env.read_text().splitlines() if "=" in line}
-    assert {"CRONHOOKS_SECRET_KEY", "BROKER_PASSWORD"} <= keys
+    pairs = [line.split("=", 1) for line in env.read_text().splitlines() if "=" in line]
+    keys = [k for k, _ in pairs]
+    assert sorted(keys) == ["BROKER_PASSWORD", "CRONHOOKS_SECRET_KEY", "POSTGRES_PASSWORD"]
+    assert dict(pairs)["CRONHOOKS_SECRET_KEY"] == "k" * 64
+    # Only secrets: the loopback allowance of `make up` must not reach docker compose.
+    assert "CRONHOOKS_ALLOW_PRIVATE_TARGETS" not in keys
     Settings.from_env({}, env_file=env)  # and the services still accept it
 
 
@@ -120,7 +161,8 @@ def test_wheel_carries_migrations_and_schema(tmp_path: Path) -> None:
     )
     [wheel] = tmp_path.glob("cronhooks-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for component in COMPONENTS:
+    assert len(components()) == 5
+    for component in components():
         assert any(
             n.startswith(f"{component}/migrations/") and n.endswith(".sql") for n in names
         ), component

@@ -1,14 +1,20 @@
 """The demo agent of `make up`, built on this SDK: answers every delivery with a digest note.
 
-POST /webhook → 200 with one new note `demo/digest-<delivery id>.md` (a `SyncAnswer`).
-If DEMO_AGENT_SECRET is set, requests must carry a valid signature (`verify_webhook`).
-GET /received shows the last requests, with the exact signed bytes.
+POST /webhook → 200 with one new note `demo/digest-<delivery id>.md` (a `SyncAnswer`), if
+the request carries a valid signature for its secret (`verify_webhook`), else 401: the demo
+shows what an agent must do. GET /received shows the last requests, with the exact signed
+bytes.
+
+Its secret: DEMO_AGENT_SECRET, or one derived from CRONHOOKS_SECRET_KEY (`demo_secret`), so
+that every `make up` on this checkout uses the same one without storing it anywhere else.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
-import os
 from collections import deque
 from datetime import UTC, datetime
 from typing import Any
@@ -22,16 +28,26 @@ from cronhooks_agent.webhooks import SignatureError, verify_webhook
 log = structlog.get_logger(__name__)
 
 
-def make_app(secret: str | None = None) -> web.Application:
+def demo_secret(master_key: str) -> str:
+    """A webhook secret (`whsec_…`) for the demo agent, derived from the deployment's key:
+    the same on every start, and it reveals nothing about the key."""
+    derived = hmac.new(master_key.encode(), b"cronhooks demo agent", hashlib.sha256).digest()
+    return "whsec_" + base64.b64encode(derived).decode()
+
+
+def make_app(secret: str) -> web.Application:
+    if not secret:
+        raise ValueError("secret: the demo agent verifies every request; give it one")
     received: deque[dict[str, Any]] = deque(maxlen=100)
 
     async def webhook(request: web.Request) -> web.Response:
         raw = await request.read()
-        if secret:
-            try:
-                verify_webhook(secret, request.headers, raw)
-            except SignatureError as exc:
-                return web.json_response({"status": "error", "message": str(exc)}, status=401)
+        try:
+            verify_webhook(secret, request.headers, raw)
+        except SignatureError as exc:
+            message = f"{exc} (the demo agent verifies with the secret `make up` printed)"
+            log.warning("demo_agent_refused", reason=str(exc))
+            return web.json_response({"status": "error", "message": message}, status=401)
         try:
             body = json.loads(raw)
         except ValueError:
@@ -67,8 +83,8 @@ def make_app(secret: str | None = None) -> web.Application:
     return app
 
 
-async def serve(host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(make_app(os.environ.get("DEMO_AGENT_SECRET")), access_log=None)
+async def serve(host: str, port: int, secret: str) -> web.AppRunner:
+    runner = web.AppRunner(make_app(secret), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner

@@ -12,6 +12,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from importlib import resources
+from importlib.metadata import entry_points
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -19,14 +20,10 @@ import structlog
 
 log = structlog.get_logger(__name__)
 
-# Order matters only in that the shared library comes first.
-COMPONENTS: tuple[str, ...] = (
-    "cronhooks_common",
-    "cronhooks_scheduler",
-    "cronhooks_dispatcher",
-    "cronhooks_importer",
-    "cronhooks_admin",
-)
+# The services register their migrations under this entry-point group (pyproject.toml), so
+# this library names none of them (libs/ imports no service).
+ENTRY_POINTS = "cronhooks.migrations"
+SHARED = "cronhooks_common"
 MIGRATION_LOCK = 0x63726F6E_6D696772  # "cronmigr"
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -47,9 +44,20 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
+def components() -> tuple[str, ...]:
+    """The shared library first (the services' schemas build on it), then the registered
+    components by name (none refers to another's schema)."""
+    registered = sorted({ep.value for ep in entry_points(group=ENTRY_POINTS)} - {SHARED})
+    if not registered:
+        raise MigrationError(
+            f"no {ENTRY_POINTS} entry points: is cronhooks installed (make install)?"
+        )
+    return (SHARED, *registered)
+
+
 def available_migrations() -> list[Migration]:
     found = []
-    for component in COMPONENTS:
+    for component in components():
         folder = resources.files(component) / "migrations"
         for entry in sorted(folder.iterdir(), key=lambda e: e.name):
             match = _FILE.match(entry.name)

@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "projections":
         return asyncio.run(_rebuild(settings))
     if args.command == "up":
-        from cronhooks_common.supervisor import up
+        from cronhooks_cli.supervisor import up
 
         return asyncio.run(
             up(

@@ -12,18 +12,33 @@ import os
 import signal
 import sys
 import time
-from datetime import UTC, datetime
-from pathlib import Path
 
 import aiohttp
 import structlog
 
+from cronhooks_cli.quick_start import (
+    QuickStartError,
+    ensure_demo_webhook,
+    quick_start_text,
+    quick_start_token,
+)
 from cronhooks_common.migrate import migrate
 from cronhooks_common.settings import Settings
 
 log = structlog.get_logger(__name__)
 
 SERVICE_NAMES = ("admin-api", "importer", "scheduler", "dispatcher")
+
+
+def _loopback(bind: str) -> str:
+    """Where this process reaches a port bound to `bind` (0.0.0.0: any address)."""
+    return "127.0.0.1" if bind in ("0.0.0.0", "") else bind
+
+
+def _demo_agent_secret(settings: Settings) -> str:
+    from cronhooks_agent.demo import demo_secret
+
+    return os.environ.get("DEMO_AGENT_SECRET") or demo_secret(settings.secret_key)
 
 
 async def _child(argv: list[str], env: dict[str, str], stop: asyncio.Event) -> None:
@@ -67,7 +82,7 @@ async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bo
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     env = {**os.environ, **settings.to_env()}
-    exe = [sys.executable, "-m", "cronhooks_common.cli"]
+    exe = [sys.executable, "-m", "cronhooks_cli.cli"]
     children = [
         asyncio.create_task(_child([*exe, "run", name], env, stop)) for name in SERVICE_NAMES
     ]
@@ -75,8 +90,10 @@ async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bo
     if demo_agent_port is not None:
         from cronhooks_agent import demo as demo_agent
 
-        demo = await demo_agent.serve(settings.bind, demo_agent_port)
-    host = f"http://{settings.bind}"
+        demo = await demo_agent.serve(
+            settings.bind, demo_agent_port, _demo_agent_secret(settings)
+        )
+    host = f"http://{_loopback(settings.bind)}"
     ready = all(
         await asyncio.gather(
             *(_wait_ready(f"{host}:{settings.port_of(n)}/readyz") for n in SERVICE_NAMES)
@@ -93,71 +110,19 @@ async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bo
     return 0
 
 
-# `make up` keeps the admin token it made here (mode 0600, beside .env) and reuses it while
-# it is live, instead of minting another non-expiring token at every start.
-TOKEN_FILE = Path(".cronhooks-admin-token")
-
-
-async def quick_start_token(settings: Settings, path: Path = TOKEN_FILE) -> str:
-    """The token of earlier `make up` runs if it is still live, else a new one (saved)."""
-    import asyncpg
-
-    from cronhooks_admin.auth import create_token, token_is_live
-
-    saved = _saved_token(path)
-    conn = await asyncpg.connect(settings.database_url)
-    try:
-        if saved and await token_is_live(conn, saved, now=datetime.now(UTC)):
-            return saved
-        token = await create_token(conn, "make-up")
-    finally:
-        await conn.close()
-    _save_token(path, token)
-    return token
-
-
-def _saved_token(path: Path) -> str:
-    return path.read_text().strip() if path.is_file() else ""
-
-
-def _save_token(path: Path, token: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(token + "\n")
-    os.chmod(path, 0o600)  # also when the file was there before with wider permissions
-
-
 async def _print_quick_start(settings: Settings, demo_agent_port: int | None) -> None:
     token = await quick_start_token(settings)
-    graphql = f"{settings.public_url}/graphql"
-    agent = (
-        f"http://{settings.bind}:{demo_agent_port}/webhook"
-        if demo_agent_port
-        else "https://agent.example/webhook"
+    agent_url = secret = None
+    demo = None
+    if demo_agent_port is not None:
+        agent_url = f"http://{_loopback(settings.bind)}:{demo_agent_port}/webhook"
+        secret = _demo_agent_secret(settings)
+        graphql = f"http://{_loopback(settings.bind)}:{settings.admin_port}/graphql"
+        try:
+            demo = await ensure_demo_webhook(graphql, token, agent_url=agent_url, secret=secret)
+        except (QuickStartError, aiohttp.ClientError) as exc:
+            log.error("demo_webhook_failed", error=str(exc))
+    text = quick_start_text(
+        settings, token=token, agent_url=agent_url, agent_secret=secret, demo=demo
     )
-    mutation = (
-        'mutation { createCronWebhook(input: {url: \\"' + agent + '\\", '
-        'cronSchedule: \\"*/5 * * * *\\", instruction: \\"Write a digest of the last day\\", '
-        # The demo agent answers with a note under demo/: let the webhook write there.
-        'writePatterns: [\\"demo/*\\"]}) '
-        "{ cronWebhook { id nextRunAt } secret } }"
-    )
-    trigger = "mutation { triggerCronWebhook(webhookId: 1) { deliveryId } }"
-    lines = [
-        "",
-        "cronhooks is up.",
-        f"  GraphQL (explorer in a browser): {graphql}",
-        f"  Admin web page:                  {settings.public_url}/",
-        f"  Agent token API:                 {settings.api_public_url}",
-        f"  Demo agent:                      {agent}" if demo_agent_port else "",
-        f"  Admin token:                     {token}",
-        "",
-        "Create a webhook for the demo agent:",
-        f"  curl -s {graphql} -H 'Authorization: Bearer {token}' "
-        f"-H 'Content-Type: application/json' -d '{{\"query\": \"{mutation}\"}}'",
-        "Run it now (use the id printed above):",
-        f"  curl -s {graphql} -H 'Authorization: Bearer {token}' "
-        f"-H 'Content-Type: application/json' -d '{{\"query\": \"{trigger}\"}}'",
-        "",
-    ]
-    print("\n".join(line for line in lines if line is not None), flush=True)
+    print(text, flush=True)
