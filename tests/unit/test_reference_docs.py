@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cronhooks_admin.schema import build_schema
-from cronhooks_common.cli import _parser
+from cronhooks_cli.cli import _parser
 from cronhooks_common.events import EventType
 from cronhooks_common.settings import PREFIX, Settings
 from cronhooks_importer.agent_graphql import build_agent_schema
