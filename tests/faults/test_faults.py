@@ -9,6 +9,7 @@ Each scenario prints one row of the table in the closing note of the fault-suite
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import subprocess
@@ -253,18 +254,26 @@ FAULTS: dict[str, Callable[[Herd], Awaitable[None]]] = {
 }
 
 
+# The rows where the broker's queues matter, again with CRONHOOKS_QUEUE_TYPE=quorum.
+QUORUM_FAULTS = ("kill -9 scheduler", "kill -9 dispatcher", "restart RabbitMQ")
+ROWS = [
+    *(pytest.param(fault, "classic", id=fault) for fault in FAULTS),
+    *(pytest.param(fault, "quorum", id=f"{fault}, quorum queues") for fault in QUORUM_FAULTS),
+]
+
+
 @pytest.fixture
-async def herd_cluster(settings: Settings) -> AsyncIterator[tuple[Cluster, Agent]]:
+async def herd_cluster(settings: Settings, queue_type: str) -> AsyncIterator[tuple[Cluster, Agent]]:
     agent = await Agent(responder=answer_with_a_note).start()
     try:
-        async with cluster(settings) as c:
+        async with cluster(dataclasses.replace(settings, queue_type=queue_type)) as c:
             yield c, agent
     finally:
         await agent.stop()
 
 
-@pytest.mark.parametrize("fault", list(FAULTS))
-async def test_a_herd_survives(fault: str, herd_cluster, settings: Settings, amqp_url: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("fault", "queue_type"), ROWS)
+async def test_a_herd_survives(fault: str, queue_type: str, herd_cluster, settings: Settings, amqp_url: str) -> None:  # type: ignore[no-untyped-def]
     c, agent = herd_cluster
     seen: set[str] = set()
     subscriber = await subscribe(amqp_url, seen)
@@ -284,8 +293,9 @@ async def test_a_herd_survives(fault: str, herd_cluster, settings: Settings, amq
         result = await settle(h, settings)
     finally:
         await subscriber.close()
+    label = fault if queue_type == "classic" else f"{fault} (quorum queues)"
     row = (
-        f"| {fault} | {result['deliveries']} | {result['lost']} | {result['duplicated_slots']} "
+        f"| {label} | {result['deliveries']} | {result['lost']} | {result['duplicated_slots']} "
         f"| {result['gaps']} | {result['agent_duplicates']} | {result['events_unpublished']} "
         f"| {result['notes_lost']} | {recovery:.1f} s |"
     )

@@ -103,10 +103,11 @@ async def _equals(value: object, expected: int) -> bool:
     return await value == expected  # type: ignore[misc]
 
 
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
 async def test_poison_message_is_dead_lettered_and_others_go_on(
-    effects: asyncpg.Pool, amqp: broker.AbstractRobustConnection, vhost: str
+    effects: asyncpg.Pool, amqp: broker.AbstractRobustConnection, vhost: str, queue_type: str
 ) -> None:
-    c = consumer(effects, amqp)
+    c = consumer(effects, amqp, queue_type=queue_type)
     await c.start()
     poison = Event(
         uuid4(), "test.counted", "p", 1, datetime.now(UTC), {"n": -1, "poison": True}, uuid4()
@@ -129,12 +130,13 @@ async def _at_least(value: object, n: int) -> int | None:
     return got if got >= n else None
 
 
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
 async def test_consumer_survives_broker_connection_loss(
-    effects: asyncpg.Pool, amqp_url: str, vhost: str
+    effects: asyncpg.Pool, amqp_url: str, vhost: str, queue_type: str
 ) -> None:
     amqp = await broker.connect(amqp_url, name="victim")
     publisher = await broker.connect(amqp_url, name="publisher")
-    c = consumer(effects, amqp)
+    c = consumer(effects, amqp, queue_type=queue_type)
     await c.start()
     try:
         first = [make_event(i) for i in range(100)]

@@ -4,6 +4,7 @@ made to expire; `make up` reuses its own token; a broker reader reads and nothin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import stat
 import sys
@@ -116,12 +117,18 @@ def _try(amqp_url: str, user: str, password: str, action: str) -> str:
             channel.queue_declare(f"{user}.events", durable=True)
             channel.queue_bind(f"{user}.events", "cronhooks.events", routing_key="delivery.*")
             channel.basic_consume(f"{user}.events", lambda *_: None)
+        elif action == "subscribe_quorum":  # a reader of a cluster, as the services are
+            channel.queue_declare(
+                f"{user}.events", durable=True, arguments={"x-queue-type": "quorum"}
+            )
+            channel.queue_bind(f"{user}.events", "cronhooks.events", routing_key="delivery.*")
+            channel.basic_consume(f"{user}.events", lambda *_: None)
         elif action == "publish":
             channel.confirm_delivery()
             channel.basic_publish("cronhooks.events", "delivery.requested", b"{}")
         elif action == "services_queue":
             channel.queue_declare("cronhooks.dispatcher", passive=False, durable=True)
-        elif action == "read_services_queue":
+        elif action.startswith("read_services_queue"):
             channel.basic_get("cronhooks.dispatcher")
         return "ok"
     except pika.exceptions.ChannelClosedByBroker as exc:
@@ -138,12 +145,16 @@ def _try(amqp_url: str, user: str, password: str, action: str) -> str:
         ("publish", "refused 403"),
         ("services_queue", "refused 403"),
         ("read_services_queue", "refused 403"),
+        ("subscribe_quorum", "ok"),
+        ("read_services_queue_quorum", "refused 403"),
     ],
 )
 async def test_a_broker_reader_reads_and_nothing_more(
     settings: Settings, amqp_url: str, action: str, outcome: str
 ) -> None:
     user = f"dash-{uuid.uuid4().hex[:8]}"
+    if action.endswith("_quorum"):  # the services on quorum queues (CRONHOOKS_QUEUE_TYPE)
+        settings = dataclasses.replace(settings, queue_type="quorum")
     try:
         async with running(settings, ManualClock(datetime.now(UTC)), ("dispatcher",)):
             code, out, err = await cli(settings, "broker", "add-reader", user)

@@ -118,11 +118,16 @@ async def _migrate(settings: Settings) -> int:
 def _run(service: str, settings: Settings) -> int:
     import uvloop
 
+    from cronhooks_common.queues import QueueSetupError
     from cronhooks_common.service import serve
 
     module = importlib.import_module(SERVICES[service])
     # uvloop: a faster event loop for the services (the bench measured it: docs/architecture.md).
-    uvloop.run(serve(service, settings, module.bootstrap))
+    try:
+        uvloop.run(serve(service, settings, module.bootstrap))
+    except QueueSetupError as exc:  # the broker's queues do not fit the settings
+        print(f"cronhooks {service}: configuration error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -28,6 +28,7 @@ from cronhooks_common.settings import Settings
 log = structlog.get_logger(__name__)
 
 SERVICE_NAMES = ("admin-api", "importer", "scheduler", "dispatcher")
+CONFIGURATION_ERROR = 2  # the exit status of `cronhooks` for a setting that cannot work
 
 
 def _loopback(bind: str) -> str:
@@ -58,6 +59,9 @@ async def _child(argv: list[str], env: dict[str, str], stop: asyncio.Event) -> N
                     proc.kill()
             return
         stopper.cancel()
+        if proc.returncode == CONFIGURATION_ERROR:  # the same settings fail the same way
+            log.error("child_misconfigured", argv=argv[-1], code=proc.returncode)
+            return
         log.warning("child_exited", argv=argv[-1], code=proc.returncode, restart_in=delay)
         await asyncio.sleep(delay)
         delay = 0.5 if time.monotonic() - started > 30 else min(delay * 2, 10.0)

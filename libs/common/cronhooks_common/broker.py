@@ -2,7 +2,8 @@
 
 Durable topic exchange `cronhooks.events`; persistent JSON messages whose `message_id` is
 the event id and whose `type` is the routing key. Each consumer gets a durable queue
-`cronhooks.<name>` that dead-letters rejected messages to `cronhooks.<name>.dead`.
+`cronhooks.<name>` that dead-letters rejected messages to `cronhooks.<name>.dead`, both of
+the type CRONHOOKS_QUEUE_TYPE names (queues.py).
 """
 
 from __future__ import annotations

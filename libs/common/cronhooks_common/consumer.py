@@ -2,7 +2,8 @@
 
 Topology per consumer `name`: durable queue `cronhooks.<name>` bound to the exchange with
 the handled routing keys, dead-lettering to `cronhooks.<name>.dead` (a poison message is
-parked there, not retried forever). Prefetch is bounded.
+parked there, not retried forever); both of the type CRONHOOKS_QUEUE_TYPE names (queues.py).
+Prefetch is bounded, per consumer (quorum queues refuse a global QoS).
 
 Two ways to handle messages:
 
@@ -49,7 +50,7 @@ from aio_pika.abc import AbstractRobustConnection
 from aiormq.abc import DeliveredMessage
 from prometheus_client import Counter
 
-from cronhooks_common import eventstore
+from cronhooks_common import eventstore, queues
 from cronhooks_common.acks import AckBatcher
 from cronhooks_common.broker import (
     DEAD_LETTER_EXCHANGE,
@@ -113,6 +114,7 @@ class Consumer:
         prefetch: int = 200,
         workers: int = 1,
         batch_size: int = 100,
+        queue_type: str = queues.CLASSIC,
     ) -> None:
         if (transactional is None) == (free is None):
             raise ValueError("give exactly one of transactional= or free=")
@@ -129,6 +131,7 @@ class Consumer:
         self._prefetch = prefetch
         self._workers = workers if free else 1
         self._batch_size = batch_size if transactional else 1
+        self._queue_type = queue_type
         self._inflight: asyncio.Queue[DeliveredMessage] = asyncio.Queue()
         self._acks = AckBatcher()
         self._tasks: list[asyncio.Task[None]] = []
@@ -139,16 +142,21 @@ class Consumer:
 
     async def start(self) -> None:
         channel = await self._amqp.channel()
-        await channel.set_qos(prefetch_count=self._prefetch)
+        await queues.check_broker(channel, self._queue_type)
+        await channel.set_qos(prefetch_count=self._prefetch, global_=False)
         exchange = await declare_exchange(channel)
         dlx = await channel.declare_exchange(
             DEAD_LETTER_EXCHANGE, aio_pika.ExchangeType.DIRECT, durable=True
         )
-        dead = await channel.declare_queue(f"{self.queue_name}.dead", durable=True)
+        # The dead-letter queue first: at-least-once dead-lettering needs it bound.
+        dead = await queues.declare(
+            channel, f"{self.queue_name}.dead", queue_type=self._queue_type
+        )
         await dead.bind(dlx, routing_key=self.queue_name)
-        queue = await channel.declare_queue(
+        queue = await queues.declare(
+            channel,
             self.queue_name,
-            durable=True,
+            queue_type=self._queue_type,
             arguments={
                 "x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
                 "x-dead-letter-routing-key": self.queue_name,

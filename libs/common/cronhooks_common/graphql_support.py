@@ -29,10 +29,12 @@ from graphql import (
 )
 
 from cronhooks_common.clock import iso
+from cronhooks_common.refusals import log_refused
 
 log = structlog.get_logger(__name__)
 
 BAD_USER_INPUT = "BAD_USER_INPUT"
+INVALID_VALUE = "has an invalid value"
 
 # Ariadne logs every error at `error` with its traceback, bad input included, and with the
 # message that may quote the request's literals (a secret among them). Its logger is
@@ -70,14 +72,15 @@ def bad_input(field: str, reason: str) -> GraphQLError:
     return GraphQLError(f"{field}: {reason}", extensions={"code": BAD_USER_INPUT, "field": field})
 
 
-# Messages of graphql-core 3.3 that name the input field themselves (first match wins).
+# Messages of graphql-core 3.3 that name the input field themselves (first match wins),
+# with the reason logged for each: the message itself may quote the request's literals.
 _NAMED = (
-    re.compile(r"to include required field '(\w+)'"),
-    re.compile(r"not to include unknown field '(\w+)'"),
-    re.compile(r"^Argument '[\w.]+\((\w+):\)' of type .* is required"),
-    re.compile(r"^Unknown argument '(\w+)' on field"),
-    re.compile(r"^Variable '\$\w+' has invalid value at \.([\w.\[\]]+):"),
-    re.compile(r"^Variable '\$(\w+)' has invalid value"),
+    (re.compile(r"to include required field '(\w+)'"), "is required"),
+    (re.compile(r"not to include unknown field '(\w+)'"), "is not a known field"),
+    (re.compile(r"^Argument '[\w.]+\((\w+):\)' of type .* is required"), "is required"),
+    (re.compile(r"^Unknown argument '(\w+)' on field"), "is not a known argument"),
+    (re.compile(r"^Variable '\$\w+' has invalid value at \.([\w.\[\]]+):"), INVALID_VALUE),
+    (re.compile(r"^Variable '\$(\w+)' has invalid value"), INVALID_VALUE),
 )
 
 
@@ -114,7 +117,7 @@ def _owner_at(document: DocumentNode, position: int) -> str | None:
 
 def input_field_of(error: GraphQLError, document: DocumentNode | None) -> str | None:
     """The input field a GraphQL validation or coercion error is about, if it is one."""
-    for pattern in _NAMED:
+    for pattern, _ in _NAMED:
         match = pattern.search(error.message)
         if match:
             return _last_name(match.group(1))
@@ -129,7 +132,8 @@ def format_error(
     """Ariadne's `error_formatter`: every error leaves with an `extensions.code`."""
     formatted: dict[str, Any] = dict(error.formatted)
     extensions = dict(formatted.get("extensions") or {})
-    if "code" not in extensions:
+    ours = "code" in extensions  # raised by a resolver or a limit, with a message of ours
+    if not ours:
         if error.path is None:  # before execution: syntax, validation, variable coercion
             field = input_field_of(error, document)
             if field is not None:
@@ -146,7 +150,38 @@ def format_error(
             formatted["message"] = "internal error"
             extensions["code"] = "INTERNAL_SERVER_ERROR"
     if extensions.get("code") != "INTERNAL_SERVER_ERROR":
-        # Never the message: it may quote the request's literals.
-        log.warning("graphql_error", code=extensions.get("code"), field=extensions.get("field"))
+        field = extensions.get("field") or _arguments_of(error)
+        log_refused(
+            "graphql_error",
+            field=field,
+            reason=_reason(error, field) if ours else _core_reason(error, extensions["code"]),
+            code=extensions.get("code"),
+            path=".".join(map(str, error.path)) if error.path else None,
+        )
     formatted["extensions"] = extensions
     return formatted
+
+
+def _arguments_of(error: GraphQLError) -> str | None:
+    """The arguments of the field an error is about (`deleteCronWebhook(id: 7)` → `id`):
+    the input a NOT_FOUND or CONFLICT is about names no field of its own."""
+    node = error.nodes[0] if error.nodes else None
+    names = [a.name.value for a in getattr(node, "arguments", None) or ()]
+    return ", ".join(names) or None
+
+
+def _reason(error: GraphQLError, field: str | None) -> str:
+    """Our own message, without the `field: ` it starts with when it is bad input."""
+    return error.message.removeprefix(f"{field}: ") if field else error.message
+
+
+def _core_reason(error: GraphQLError, code: str) -> str:
+    """A reason for graphql-core's own errors that quotes nothing of the request."""
+    where = ", ".join(f"line {loc.line} column {loc.column}" for loc in error.locations or ())
+    if code == BAD_USER_INPUT:
+        if "was not provided" in error.message:
+            return "is required"
+        named = (reason for pattern, reason in _NAMED if pattern.search(error.message))
+        return next(named, INVALID_VALUE)
+    what = "syntax error" if code == "GRAPHQL_PARSE_FAILED" else "invalid query"
+    return f"{what} at {where}" if where else what

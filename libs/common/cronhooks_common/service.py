@@ -67,8 +67,14 @@ async def serve(name: str, settings: Settings, bootstrap: Bootstrap) -> None:
     runtime = Runtime(name=name, settings=settings, pool=pool, amqp=amqp)
     add_ops_routes(runtime.http, pool=pool, amqp=amqp)
     relay = asyncio.create_task(OutboxRelay(dsn=settings.database_url, amqp=amqp, name=name).run())
-    service = await bootstrap(runtime)
-    await service.start()
+    try:
+        service = await bootstrap(runtime)
+        await service.start()
+    except Exception:
+        # Close what is open, so the error that stops the service is all that is shown
+        # (not the broker connection's own tasks failing as the loop shuts down).
+        await _release(relay, amqp, pool)
+        raise
     runner = make_runner(runtime.http, shutdown_timeout=DRAIN_SECONDS)
     await runner.setup()
     await web.TCPSite(runner, settings.bind, settings.port_of(name)).start()
@@ -82,9 +88,15 @@ async def serve(name: str, settings: Settings, bootstrap: Bootstrap) -> None:
             await service.stop()
     except TimeoutError:
         log.warning("drain_timeout")
+    await _release(relay, amqp, pool)
+    log.info("service_stopped")
+
+
+async def _release(
+    relay: asyncio.Task[None], amqp: AbstractRobustConnection, pool: asyncpg.Pool
+) -> None:
     relay.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await relay
     await amqp.close()
     await pool.close()
-    log.info("service_stopped")

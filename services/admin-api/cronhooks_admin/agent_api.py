@@ -27,6 +27,7 @@ from cronhooks_admin.validation import InputError
 from cronhooks_common.clock import Clock
 from cronhooks_common.http_limits import AGENT_CRON_BODY_BYTES, BodyRefused, read_body
 from cronhooks_common.keys import published_jwks
+from cronhooks_common.refusals import log_refused
 
 Handler = Callable[[web.Request, AgentIdentity], Awaitable[web.Response]]
 
@@ -49,6 +50,7 @@ def add_agent_routes(
             try:
                 return await handler(request, agent)
             except InputError as exc:
+                log_refused("agent_api_refused", field=exc.field, reason=exc.reason)
                 return _error(400, f"{exc.field}: {exc.reason}", field=exc.field)
 
         return wrapper

@@ -25,6 +25,7 @@ from cronhooks_common.clock import Clock
 from cronhooks_common.graphql_limits import Documents, LimitedRequest
 from cronhooks_common.graphql_support import silence_ariadne_logger
 from cronhooks_common.http_limits import GRAPHQL_BODY_BYTES, BodyRefused, read_body
+from cronhooks_common.refusals import log_refused
 
 log = structlog.get_logger(__name__)
 
@@ -85,8 +86,10 @@ def add_graphql_routes(
             body = {"errors": [{"message": str(exc), "extensions": {"code": exc.code}}]}
             raise exc.http_error(body) from None
         except (ValueError, UnicodeDecodeError):
+            log_refused("graphql_error", field="body", reason="not JSON", code="BAD_REQUEST")
             return _error(400, "BAD_REQUEST", "request body must be JSON")
         if not isinstance(data, dict):
+            log_refused("graphql_error", field="body", reason="not an object", code="BAD_REQUEST")
             return _error(400, "BAD_REQUEST", "request body must be a JSON object")
         context = Context(
             admin=admin,

@@ -132,6 +132,7 @@ class DispatcherService:
             free=handle,
             prefetch=concurrency,
             workers=concurrency,
+            queue_type=rt.settings.queue_type,
         )
         await self._consumer.start()
 

@@ -30,6 +30,7 @@ from cronhooks_common.graphql_limits import Documents, LimitedRequest
 from cronhooks_common.graphql_support import bad_input, datetime_scalar, silence_ariadne_logger
 from cronhooks_common.http_limits import TOKEN_API_BODY_BYTES, BodyRefused, read_body
 from cronhooks_common.paths import path_problem
+from cronhooks_common.refusals import log_refused
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
 from cronhooks_importer.callers import Caller, Callers, Unauthorized
 
@@ -186,8 +187,10 @@ def add_agent_graphql(app: web.Application, *, notes: AgentNotes, callers: Calle
             body = {"errors": [{"message": str(exc), "extensions": {"code": exc.code}}]}
             raise exc.http_error(body) from None
         except (ValueError, UnicodeDecodeError):
+            log_refused("graphql_error", field="body", reason="not JSON", code="BAD_REQUEST")
             return _errors(400, "BAD_REQUEST", "request body must be JSON")
         if not isinstance(data, dict):
+            log_refused("graphql_error", field="body", reason="not an object", code="BAD_REQUEST")
             return _errors(400, "BAD_REQUEST", "request body must be a JSON object")
         limited = LimitedRequest(documents)
         success, result = await graphql(

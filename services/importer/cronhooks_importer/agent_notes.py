@@ -22,6 +22,7 @@ from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.events import Causation
 from cronhooks_common.globs import glob_to_regex, like_prefix
+from cronhooks_common.refusals import log_refused
 from cronhooks_importer.callers import Caller
 from cronhooks_importer.imports import BATCHES, apply_batch, too_deep, verdict
 from cronhooks_importer.rules import (
@@ -96,6 +97,7 @@ class AgentNotes:
         changes, errors = parse_changes(raw, may_write=caller.may_write)
         errors = errors or too_deep(caller.depth, caller.max_depth)
         if errors:
+            _log_refused("stage", caller, errors)
             return WriteResult(errors=errors)
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
@@ -179,6 +181,8 @@ class AgentNotes:
             occurred_at=now,
         )
         BATCHES.labels("token", "rejected" if errors else "imported").inc()
+        if errors:
+            _log_refused(operation, caller, errors)
         ids = {} if errors else await note_ids(conn, [a.path for a in applied])
         return WriteResult(applied=applied, errors=errors, ids=ids)
 
@@ -188,6 +192,20 @@ class AgentNotes:
             "delete from importer.staged_changes where expires_at is not null and expires_at <= $1",
             now,
         )
+
+
+def _log_refused(operation: str, caller: Caller, errors: Sequence[ChangeError]) -> None:
+    """One line for a refused batch, however many changes it refused: the first one's."""
+    first = errors[0]
+    log_refused(
+        "notes_refused",
+        field=first.field,
+        reason=first.to_json()["error"],
+        path=first.to_json()["path"] or None,
+        operation=operation,
+        writer=caller.subject,
+        errors=len(errors),
+    )
 
 
 async def note_ids(conn: asyncpg.Connection, paths: Sequence[str]) -> dict[str, int]:

@@ -26,6 +26,7 @@ from cronhooks_common.clock import iso
 from cronhooks_common.globs import pattern_problem
 from cronhooks_common.http_limits import TOKEN_API_BODY_BYTES, BodyRefused, read_body
 from cronhooks_common.paths import path_problem
+from cronhooks_common.refusals import log_refused
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
 from cronhooks_importer.callers import Caller, Callers, Unauthorized
 from cronhooks_importer.rules import CONFLICT, FORBIDDEN, INVALID, MISSING, TOO_LARGE
@@ -66,6 +67,7 @@ def note_path(request: web.Request) -> str:
     raw = request.match_info["path"]
     problem = path_problem(raw)
     if problem is not None:
+        log_refused("token_api_refused", field="path", reason=problem)
         raise web.HTTPBadRequest(
             text=json.dumps({"error": problem}), content_type="application/json"
         )
@@ -86,6 +88,7 @@ def add_token_api(app: web.Application, *, notes: AgentNotes, callers: Callers) 
         pattern = request.query.get("pattern", "*")
         problem = pattern_problem(pattern)
         if problem is not None:
+            log_refused("token_api_refused", field="pattern", reason=problem)
             return _error(400, f"pattern: {problem}")
         rows = await notes.readable(who, pattern)
         return web.json_response(
@@ -128,8 +131,10 @@ def add_token_api(app: web.Application, *, notes: AgentNotes, callers: Callers) 
         except BodyRefused as exc:
             raise exc.http_error({"error": str(exc)}) from None
         except (ValueError, UnicodeDecodeError):
+            log_refused("token_api_refused", field="body", reason="not JSON")
             return _error(400, "request body must be JSON")
         if not isinstance(body, dict) or "changes" not in body:
+            log_refused("token_api_refused", field="changes", reason="is required")
             return _error(400, 'request body must be {"changes": [...]}')
         result = await notes.push(who, body["changes"])
         if result.errors:

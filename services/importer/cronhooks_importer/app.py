@@ -49,6 +49,7 @@ class Importer:
             inbox="importer.inbox",
             routing_keys=[EventType.DELIVERY_CHANGES_RECEIVED],
             transactional=make_handler(runtime.clock),
+            queue_type=runtime.settings.queue_type,
         )
         # Change webhooks: committed note batches → delivery.requested (change_matcher.py).
         self.matcher = ChangeMatcher(runtime.pool, settings.database_url, runtime.clock)

@@ -49,11 +49,23 @@ INVALID, TOO_LARGE, FORBIDDEN, CONFLICT, MISSING = (
 )
 
 
+_FIELDS = ("path", "content", "expected_hash", "changes", "paths", "depth")
+
+
 @dataclass(frozen=True, slots=True)
 class ChangeError:
     path: str
     error: str
     kind: str = INVALID  # invalid | too_large | forbidden | conflict | missing
+
+    @property
+    def field(self) -> str:
+        """The input field the error is about, for the logs: every reason starts with its
+        name (`path …`, `content …`, `expected_hash …`) or is about the batch or a note."""
+        first = self.error.split(" ", 1)[0]
+        if first in _FIELDS:
+            return first
+        return "path" if self.path and not self.path.startswith("#") else "changes"
 
     def to_json(self) -> dict[str, str]:
         # The offending path as sent may hold what an event cannot (NUL, a lone surrogate):

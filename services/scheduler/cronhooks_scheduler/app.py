@@ -44,6 +44,7 @@ class Scheduler:
             inbox="scheduler.inbox",
             routing_keys=(*HANDLED, EventType.DELIVERY_ATTEMPT_FAILED, *TRIGGER_EVENTS),
             transactional=handle,
+            queue_type=runtime.settings.queue_type,
         )
         self._task: asyncio.Task[None] | None = None
 
