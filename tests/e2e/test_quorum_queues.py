@@ -105,7 +105,7 @@ async def test_a_queue_of_the_other_type_stops_the_service_with_one_line(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cronhooks_common.cli",
+        "cronhooks_cli.cli",
         "run",
         "scheduler",
         env={**os.environ, **env},

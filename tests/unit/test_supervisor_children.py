@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from cronhooks_common.supervisor import CONFIGURATION_ERROR, _child
+from cronhooks_cli.supervisor import CONFIGURATION_ERROR, _child
 
 
 async def test_a_misconfigured_child_is_not_restarted(tmp_path: Path) -> None:
