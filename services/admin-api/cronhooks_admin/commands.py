@@ -15,6 +15,7 @@ import asyncpg
 
 from cronhooks_admin import projection, replay
 from cronhooks_admin.auth import Admin
+from cronhooks_admin.manual import manual_request
 from cronhooks_admin.validation import (
     InputError,
     camel,
@@ -37,7 +38,7 @@ from cronhooks_common.events import (
     webhook_stream,
 )
 from cronhooks_common.signing import generate_secret
-from cronhooks_common.webhooks import WebhookState, config_fields, load_webhook, target_of
+from cronhooks_common.webhooks import WebhookState, config_fields, load_webhook
 
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 
@@ -196,24 +197,8 @@ class Commands:
         async with self.pool.acquire() as conn, conn.transaction():
             state = await self._live_webhook(conn, webhook_id, CRON)
             delivery_id: int = await conn.fetchval("select nextval('eventstore.delivery_ids')")
-            config = state.config
-            data = {
-                "delivery_id": delivery_id,
-                "webhook_id": webhook_id,
-                "kind": state.kind,
-                "attempt": 1,
-                "trigger": "manual",
-                "scheduled_for": None,
-                "missed_count": 0,
-                "target": target_of(config),
-            }
-            await self._append(
-                conn,
-                delivery_stream(delivery_id),
-                0,
-                [NewEvent(EventType.DELIVERY_REQUESTED, data)],
-                admin,
-            )
+            request = manual_request(state, webhook_id, delivery_id)
+            await self._append(conn, delivery_stream(delivery_id), 0, [request], admin)
         return delivery_id
 
     async def trigger_change_webhook(self, webhook_id: int, paths: list[str], admin: Admin) -> int:
@@ -242,25 +227,8 @@ class Commands:
                 for r in rows
             ]
             delivery_id: int = await conn.fetchval("select nextval('eventstore.delivery_ids')")
-            data = {
-                "delivery_id": delivery_id,
-                "webhook_id": webhook_id,
-                "kind": CHANGE,
-                "attempt": 1,
-                "trigger": "manual",
-                "scheduled_for": None,
-                "missed_count": 0,
-                "depth": 0,
-                "changes": changes,
-                "target": target_of(state.config),
-            }
-            await self._append(
-                conn,
-                delivery_stream(delivery_id),
-                0,
-                [NewEvent(EventType.DELIVERY_REQUESTED, data)],
-                admin,
-            )
+            request = manual_request(state, webhook_id, delivery_id, depth=0, changes=changes)
+            await self._append(conn, delivery_stream(delivery_id), 0, [request], admin)
         return delivery_id
 
     async def replay_deliveries(

@@ -21,9 +21,10 @@ from typing import Any
 
 import asyncpg
 
+from cronhooks_admin.manual import manual_request
 from cronhooks_admin.validation import InputError
 from cronhooks_common.events import CHANGE, EventType, NewEvent, delivery_stream
-from cronhooks_common.webhooks import WebhookState, target_of
+from cronhooks_common.webhooks import WebhookState
 
 MAX_REPLAYED = 1000
 
@@ -75,18 +76,13 @@ def replay_request(
 ) -> NewEvent:
     """The `delivery.requested` of the replay of delivery `original` (`first`: its first
     request, needed for a change delivery only)."""
-    data: dict[str, Any] = {
-        "delivery_id": delivery_id,
-        "webhook_id": webhook_id,
-        "kind": state.kind,
-        "attempt": 1,
-        "trigger": "manual",
-        "scheduled_for": None,
-        "missed_count": 0,
-        "target": target_of(state.config),
-        "replay_of": original,
-    }
     if state.kind == CHANGE:
-        data["depth"] = int(first.get("depth", 0))
-        data["changes"] = first.get("changes", [])
-    return NewEvent(EventType.DELIVERY_REQUESTED, data)
+        return manual_request(
+            state,
+            webhook_id,
+            delivery_id,
+            replay_of=original,
+            depth=int(first.get("depth", 0)),
+            changes=first.get("changes", []),
+        )
+    return manual_request(state, webhook_id, delivery_id, replay_of=original)
