@@ -453,3 +453,54 @@ async def lanes_idle(dsn: str) -> bool:
         )
     finally:
         await conn.close()
+
+
+async def event_count(dsn: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return int(await conn.fetchval("select count(*) from eventstore.events"))
+    finally:
+        await conn.close()
+
+
+async def test_bad_input_names_the_field_and_changes_nothing(settings: Settings) -> None:
+    async with running(settings, ManualClock(minute_start())) as r:
+        token = await admin_token(settings.database_url)
+        hook_id, _ = await create_webhook(
+            r, token, "https://agent.example/hook", executionGroup="ok", concurrencyPolicy="DELAY"
+        )
+        before = await event_count(settings.database_url)
+        create = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i)
+        { secret } }"""
+        update = """mutation($i: UpdateCronWebhookInput!) { updateCronWebhook(input: $i)
+        { cronWebhook { id } } }"""
+        base = {"url": "https://agent.example/hook", "cronSchedule": "* * * * *"}
+        cases = [
+            (create, {**base, "executionGroup": "no spaces"}, "executionGroup"),
+            (create, {**base, "executionGroup": "x" * 101}, "executionGroup"),
+            (create, {**base, "executionGroup": None}, "executionGroup"),
+            (create, {**base, "concurrencyPolicy": "DELAYED"}, "concurrencyPolicy"),
+            (update, {"id": hook_id, "executionGroup": "bad\u00e9"}, "executionGroup"),
+            (update, {"id": hook_id, "executionGroup": 7}, "executionGroup"),
+            (update, {"id": hook_id, "concurrencyPolicy": "delay"}, "concurrencyPolicy"),
+        ]
+        for query, values, name in cases:
+            _, body = await r.graphql(token, query, {"i": values})
+            [error] = body["errors"]
+            assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": name}, values
+        assert await event_count(settings.database_url) == before
+        _, body = await r.graphql(
+            token,
+            f"{{ cronWebhook(id: {hook_id}) {{ executionGroup concurrencyPolicy }} }}",
+        )
+        assert body["data"]["cronWebhook"] == {"executionGroup": "ok", "concurrencyPolicy": "DELAY"}
+        # Defaults, and leaving the group.
+        plain, _ = await create_webhook(r, token, "https://agent.example/hook")
+        _, body = await r.graphql(
+            token, f"{{ cronWebhook(id: {plain}) {{ executionGroup concurrencyPolicy }} }}"
+        )
+        assert body["data"]["cronWebhook"] == {"executionGroup": "", "concurrencyPolicy": "ALLOW"}
+        _, body = await r.graphql(token, update, {"i": {"id": hook_id, "executionGroup": ""}})
+        assert "errors" not in body
+        _, body = await r.graphql(token, f"{{ cronWebhook(id: {hook_id}) {{ executionGroup }} }}")
+        assert body["data"]["cronWebhook"] == {"executionGroup": ""}
