@@ -504,3 +504,34 @@ async def test_bad_input_names_the_field_and_changes_nothing(settings: Settings)
         assert "errors" not in body
         _, body = await r.graphql(token, f"{{ cronWebhook(id: {hook_id}) {{ executionGroup }} }}")
         assert body["data"]["cronWebhook"] == {"executionGroup": ""}
+
+
+async def test_a_delivery_queued_before_its_group_changed_keeps_its_place_and_frees_the_group(
+    settings: Settings, agent: Agent
+) -> None:
+    clock = ManualClock(minute_start())
+    gate = Gate(agent)
+    async with running(settings, clock) as r:
+        token = await admin_token(settings.database_url)
+        a, _ = await create_webhook(r, token, gate.url, executionGroup="g4")
+        b, _ = await create_webhook(r, token, gate.url, executionGroup="g4")
+        first = await trigger(r, token, a)
+        await agent.wait_for(1, name="held")
+        queued = await trigger(r, token, b)
+        await eventually(lambda: _has(settings.database_url, queued, "delivery.queued"))
+        _, body = await r.graphql(
+            token,
+            """mutation($i: UpdateCronWebhookInput!) { updateCronWebhook(input: $i)
+            { cronWebhook { executionGroup } } }""",
+            {"i": {"id": b, "executionGroup": ""}},
+        )
+        assert body["data"]["updateCronWebhook"]["cronWebhook"] == {"executionGroup": ""}
+        gate.let_one_go()
+        await agent.wait_for(2, name="held")  # b's delivery still had its turn in g4
+        gate.let_one_go()
+        assert (await finished(r, token, queued))["status"] == "success"
+        assert await eventually(lambda: lanes_idle(settings.database_url))
+        later = await trigger(r, token, a)  # g4 is free again
+        await agent.wait_for(3, name="held")
+        gate.let_one_go()
+        assert gate.ids() == [first, queued, later]

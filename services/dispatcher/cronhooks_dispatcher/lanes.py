@@ -75,9 +75,14 @@ def admits(request: dict[str, Any]) -> bool:
 
 def may_hold_group(request: dict[str, Any]) -> bool:
     """Could the delivery of this finished attempt hold a group lane? A first attempt was
-    admitted with this very target; a retry carries the webhook's current target, whose
-    group may have changed since, so a retry always looks."""
-    return request["attempt"] > 1 or bool(group_of(request["target"]))
+    admitted with this very target, or released as the head of the group its release
+    names; a retry carries the webhook's current target, whose group may have changed
+    since, so a retry always looks."""
+    return (
+        request["attempt"] > 1
+        or bool(group_of(request["target"]))
+        or bool(request.get("execution_group"))
+    )
 
 
 def _fields(request: dict[str, Any]) -> dict[str, Any]:
@@ -356,7 +361,7 @@ class _Promotion:
                 group,
                 head["delivery_id"],
             )
-            self._release(queued, state.target, head["queued_at"])
+            self._release(queued, state.target, head["queued_at"], group)
             return
 
     async def _free_webhook_lane(self, webhook_id: int, delivery_id: int) -> None:
@@ -372,9 +377,15 @@ class _Promotion:
                 Waiter(webhook_id, row["waiting_delivery_id"], row["waiting_since"])
             )
 
-    def _release(self, q: _Queued, target: dict[str, Any], since: datetime) -> None:
+    def _release(
+        self, q: _Queued, target: dict[str, Any], since: datetime, group: str = ""
+    ) -> None:
         queued_ms = max(int((self.now - since).total_seconds() * 1000), 0)
         data = {**q.request, "target": target, "queued_ms": queued_ms}
+        if group:
+            # The group it holds from now on (the webhook's may have changed meanwhile):
+            # its outcome must release this one.
+            data["execution_group"] = group
         self._append(q, NewEvent(EventType.DELIVERY_RELEASED, data))
         log.info("delivery_released", delivery_id=data["delivery_id"], queued_ms=queued_ms)
 
