@@ -65,6 +65,9 @@ odd_text = st.one_of(
             "whsec_!!!",
             "Europe/Berlin",
             "Mars/Base",
+            "DELAY",  # concurrencyPolicy (CONTRACT §13)
+            "nightly/reports-1",  # a valid executionGroup
+            "g" * 101,
         ]
     ),
 )
@@ -96,6 +99,7 @@ CREATE_FIELDS = [
     "concurrencyPolicy",
     "catchUpPolicy",
     "misfireGraceSeconds",
+    "executionGroup",
     "idempotencyKey",
 ]
 

@@ -73,3 +73,24 @@ def test_good_input_passes() -> None:
     )
     assert out["cron_schedule"] == "0 9 * * *"
     check_schedule({"cron_schedule": "@daily", "timezone": "Europe/Berlin"})
+
+
+@pytest.mark.parametrize("group", ["", "reports", "team-a/nightly.v2", "ns:job_1", "g" * 100])
+def test_execution_groups_that_pass(group: str) -> None:
+    assert normalize({"execution_group": group}) == {"execution_group": group}
+
+
+@pytest.mark.parametrize(
+    ("group", "reason"),
+    [
+        ("g" * 101, "at most 100 characters"),
+        ("two words", "only ASCII letters"),
+        ("caf\u00e9", "only ASCII letters"),
+        ("a\x00b", "only ASCII letters"),
+        ("\ud800", "only ASCII letters"),
+    ],
+)
+def test_bad_execution_groups_are_named(group: str, reason: str) -> None:
+    with pytest.raises(InputError) as err:
+        normalize({"execution_group": group})
+    assert err.value.field == "executionGroup" and reason in err.value.reason

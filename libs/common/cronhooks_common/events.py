@@ -30,6 +30,8 @@ class EventType(StrEnum):
     DELIVERY_ATTEMPT_FAILED = "delivery.attempt_failed"  # a retry follows at `retry_at`
     DELIVERY_SKIPPED = "delivery.skipped"
     DELIVERY_CHANGES_RECEIVED = "delivery.changes_received"
+    DELIVERY_QUEUED = "delivery.queued"  # waits for its webhook (DELAY) or execution group
+    DELIVERY_RELEASED = "delivery.released"  # a queued delivery may go: the dispatcher sends it
     NOTES_IMPORTED = "notes.imported"
     NOTES_REJECTED = "notes.rejected"
     NOTE_CHANGED = "note.changed"

@@ -31,6 +31,7 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "concurrency_policy",
     "catch_up_policy",
     "misfire_grace_seconds",
+    "execution_group",  # CONTRACT §13; absent from configs written before it ("": none)
 )
 
 # A change webhook's configuration (CONTRACT §11): its filter instead of a schedule.
@@ -68,6 +69,7 @@ TARGET_FIELDS: tuple[str, ...] = (
     "max_depth",
     "max_retries",
     "concurrency_policy",
+    "execution_group",
 )
 
 # What changing makes the scheduler recompute the next slot.

@@ -130,7 +130,8 @@ class Commands:
             merged = {**config, **changes}
             if kind == CRON and changes.keys() & {"cron_schedule", "timezone"}:
                 check_schedule(merged)
-            changed = sorted(k for k in changes if changes[k] != config[k])
+            # (.get: a field added later, e.g. executionGroup, is absent from older configs)
+            changed = sorted(k for k in changes if changes[k] != config.get(k))
             events = []
             if changed:
                 events.append(

@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from cronhooks_admin import projection_batches as batches
+from cronhooks_admin import projection_lanes as lanes
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, Event, EventType
 from cronhooks_common.relay import publish_rounds
@@ -79,6 +80,7 @@ async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
         event.occurred_at,
         event.actor,
     )
+    await lanes.webhook_group(conn, event)
 
 
 async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
@@ -125,6 +127,7 @@ async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
         next_run(c, event.occurred_at),
         "enabled" in changed and c["enabled"],  # re-enabling resets the failure count
     )
+    await lanes.webhook_group(conn, event)
 
 
 _CHANGE_COLUMNS = CHANGE_CONFIG_FIELDS  # one column each
@@ -292,6 +295,8 @@ BATCHED: dict[str, Batch] = {
     EventType.DELIVERY_FAILED: batches.deliveries_finished,
     EventType.DELIVERY_ATTEMPT_FAILED: batches.deliveries_finished,
     EventType.DELIVERY_SKIPPED: batches.deliveries_skipped,
+    EventType.DELIVERY_QUEUED: lanes.deliveries_queued,
+    EventType.DELIVERY_RELEASED: lanes.deliveries_released,
     EventType.NOTE_CHANGED: batches.notes_changed,
 }
 PROJECTED = frozenset(HANDLERS) | frozenset(BATCHED)

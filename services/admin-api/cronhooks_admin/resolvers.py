@@ -332,3 +332,15 @@ async def replay_deliveries(
         lambda: ctx.commands.replay_deliveries(webhook_id, since, until, ctx.admin)
     )
     return {"delivery_ids": ids}
+
+
+def resolve_queued_ms(delivery: dict[str, Any], *_: Any) -> int | None:
+    """CronWebhookDelivery.queuedMs: the wait for the webhook (DELAY) or its execution group
+    before the first attempt; 0 if it never waited, null while it still waits."""
+    if delivery.get("queued_ms") is not None:
+        return int(delivery["queued_ms"])
+    since = delivery.get("queued_since")
+    if since is None:
+        return 0
+    ended = delivery.get("completed_at")  # skipped while waiting (its webhook was deleted)
+    return None if ended is None else max(int((ended - since).total_seconds() * 1000), 0)

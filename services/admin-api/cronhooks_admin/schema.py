@@ -83,6 +83,7 @@ change_webhook.set_field("dailyStats", resolve_daily_stats)
 
 cron_webhook_delivery = ObjectType("CronWebhookDelivery")
 cron_webhook_delivery.set_field("attempts", resolvers.resolve_delivery_attempts)
+cron_webhook_delivery.set_field("queuedMs", resolvers.resolve_queued_ms)
 
 delivery_attempt = ObjectType("DeliveryAttempt")
 # CONTRACT §12: true once retention dropped the attempt's bodies (no retention yet: false).

@@ -6,6 +6,7 @@ API answers as BAD_USER_INPUT with `extensions.field`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -81,6 +82,24 @@ def _text(field: str, value: str, limit: int) -> str:
     return value
 
 
+# executionGroup (CONTRACT §13): "" is no group; otherwise a name of up to 100 ASCII
+# letters, digits and `. _ - : /`, compared exactly (case counts). Narrow on purpose: a
+# group name is an identifier admins type in several webhooks, and look-alike Unicode or
+# stray spaces would silently split one group into two.
+MAX_EXECUTION_GROUP = 100
+_EXECUTION_GROUP = re.compile(r"[A-Za-z0-9._:/-]*")
+
+
+def check_execution_group(value: str) -> str:
+    if len(value) > MAX_EXECUTION_GROUP:
+        raise InputError("executionGroup", f"must be at most {MAX_EXECUTION_GROUP} characters")
+    if not _EXECUTION_GROUP.fullmatch(value):
+        raise InputError(
+            "executionGroup", "may contain only ASCII letters, digits and . _ - : / (or be empty)"
+        )
+    return value
+
+
 def check_patterns(field: str, patterns: list[str]) -> list[str]:
     """Read/write patterns, checked like paths (the same rule everywhere: globs.py)."""
     if len(patterns) > MAX_PATTERNS:
@@ -140,6 +159,8 @@ def normalize(
             value = _int_range(name, value, 0 if kind == CHANGE else 1, 100)
         elif key == "misfire_grace_seconds":
             value = _int_range(name, value, 0, 7 * 86400)
+        elif key == "execution_group":
+            value = check_execution_group(value)
         elif key == "instruction":
             value = _text(name, value, MAX_INSTRUCTION)
         elif key == "description":

@@ -36,6 +36,7 @@ ROUTING_KEYS = (
     EventType.WEBHOOK_DELETED,  # resolves its open alert
     EventType.DELIVERY_FAILED,  # also final when the scheduler cancels a retry
     EventType.TRIGGER_REQUESTED,
+    EventType.DELIVERY_RELEASED,  # a queued delivery's turn (lanes.py)
 )
 
 

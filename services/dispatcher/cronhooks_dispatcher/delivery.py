@@ -34,7 +34,7 @@ from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import CRON, Event, EventType, NewEvent, storable
 from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.tokens import ApiTokens
-from cronhooks_dispatcher import health, payload, sender
+from cronhooks_dispatcher import health, lanes, payload, sender
 from cronhooks_dispatcher.lookup import Lookup
 from cronhooks_dispatcher.outcome import Outcome, classify, import_outcome
 from cronhooks_dispatcher.recording import INBOX, Health, Record, RecordWriter
@@ -119,17 +119,21 @@ class Dispatcher:
             async with self.pool.acquire() as conn, conn.transaction():
                 resolved = await on_change(conn, event, INBOX, alerts, self.clock.now())
             alerts.committed([resolved] if resolved else [])
-        elif event.type == EventType.DELIVERY_FAILED:
-            await self._release(self.pool, event.data)
+        elif event.type == EventType.DELIVERY_RELEASED:
+            await self._deliver_released(event, found)
+        elif event.type == EventType.DELIVERY_FAILED and event.actor != "dispatcher":
+            # The scheduler cancelled a retry: that delivery has ended without us. (Our own
+            # final failures released their lanes in the transaction that recorded them.)
+            await self._release(event.data)
 
-    @staticmethod
-    async def _release(conn: asyncpg.Connection | asyncpg.Pool, request: dict[str, Any]) -> None:
-        """A finished delivery no longer blocks its FORBID webhook."""
-        await conn.execute(
-            "delete from dispatcher.pending where webhook_id = $1 and delivery_id = $2",
-            request["webhook_id"],
-            request["delivery_id"],
-        )
+    async def _release(self, request: dict[str, Any]) -> None:
+        """A finished delivery no longer blocks its webhook (FORBID, DELAY) or its
+        execution group; whoever waits for them goes next (lanes.py)."""
+        delivery_id = int(request["delivery_id"])
+        async with self.pool.acquire() as conn, conn.transaction():
+            await lanes.release(
+                conn, [(int(request["webhook_id"]), delivery_id)], [delivery_id], self.clock.now()
+            )
 
     async def _forbidden(self, event: Event) -> bool:
         """FORBID: may this delivery start, or is an earlier one of its webhook pending?
@@ -174,46 +178,65 @@ class Dispatcher:
         ):
             if found.handled:
                 return
-            sealed = found.sealed_secret
             if await self._forbidden(event):
                 await self.writer.write(self._skipped(event))
                 return
+            # DELAY and execution groups (lanes.py); other requests never get here.
+            if lanes.admits(request) and not await lanes.admit(self.pool, event, self.clock.now()):
+                return  # waits (delivery.queued) or was skipped, recorded by `admit`
             started_at = self.clock.now()
             if request["trigger"] == "schedule" and request.get("scheduled_for"):
                 lag = started_at - datetime.fromisoformat(request["scheduled_for"])
                 FIRE_LAG.observe(max(lag.total_seconds(), 0.0))
-            if sealed is None:
-                body = payload.build_body(
-                    request, timestamp=int(started_at.timestamp()), api_token=None, api_url=None
-                )
-                recorded = payload.redacted(body)
-                result = sender.HttpResult(None, b"", "webhook has no secret", 0)
-            else:
-                IN_FLIGHT.inc()
-                try:
-                    recorded, result = await self._send(request, self.keys.of(sealed), started_at)
-                finally:
-                    IN_FLIGHT.dec()
-            attempt = Attempt(
-                request=request,
-                started_at=started_at,
-                request_body=recorded,
-                response_status=result.status,
-                response_body=(
-                    storable(result.body[:MAX_LOGGED_RESPONSE].decode("utf-8", "replace"))
-                    if result.status is not None
-                    else None
-                ),
-                duration_ms=result.duration_ms,
+            await self._attempt(event, request, found.sealed_secret, started_at)
+
+    async def _deliver_released(self, event: Event, found: Lookup) -> None:
+        """A queued delivery's turn (lanes.py): its first attempt, after the release."""
+        request = lanes.released_request(event)
+        with structlog.contextvars.bound_contextvars(
+            delivery_id=request["delivery_id"], webhook_id=request["webhook_id"]
+        ):
+            if found.handled:
+                return
+            await self._attempt(event, request, found.sealed_secret, self.clock.now())
+
+    async def _attempt(
+        self, event: Event, request: dict[str, Any], sealed: bytes | None, started_at: datetime
+    ) -> None:
+        """One HTTP attempt of `request`, recorded after `event` (the request, or the
+        release of a queued delivery) on the delivery's stream."""
+        if sealed is None:
+            body = payload.build_body(
+                request, timestamp=int(started_at.timestamp()), api_token=None, api_url=None
             )
-            outcome = classify(result)
-            ATTEMPTS.labels("success" if outcome.succeeded else "failed").inc()
-            DURATION.observe(result.duration_ms / 1000)
-            if outcome.succeeded and outcome.changes is not None:
-                await self.writer.write(self._changes(event, attempt, outcome.changes))
-            else:
-                retry_at = next_attempt_at(attempt.number, result.retry_after, self.clock.now())
-                await self.writer.write(self._finish(event, attempt, outcome, retry_at))
+            recorded = payload.redacted(body)
+            result = sender.HttpResult(None, b"", "webhook has no secret", 0)
+        else:
+            IN_FLIGHT.inc()
+            try:
+                recorded, result = await self._send(request, self.keys.of(sealed), started_at)
+            finally:
+                IN_FLIGHT.dec()
+        attempt = Attempt(
+            request=request,
+            started_at=started_at,
+            request_body=recorded,
+            response_status=result.status,
+            response_body=(
+                storable(result.body[:MAX_LOGGED_RESPONSE].decode("utf-8", "replace"))
+                if result.status is not None
+                else None
+            ),
+            duration_ms=result.duration_ms,
+        )
+        outcome = classify(result)
+        ATTEMPTS.labels("success" if outcome.succeeded else "failed").inc()
+        DURATION.observe(result.duration_ms / 1000)
+        if outcome.succeeded and outcome.changes is not None:
+            await self.writer.write(self._changes(event, attempt, outcome.changes))
+        else:
+            retry_at = next_attempt_at(attempt.number, result.retry_after, self.clock.now())
+            await self.writer.write(self._finish(event, attempt, outcome, retry_at))
 
     async def _send(
         self, request: dict[str, Any], keys: SecretKeys, now: datetime
@@ -353,6 +376,7 @@ class Dispatcher:
             event=NewEvent(kind, data),
             attempt=self._row(attempt, status, outcome.error),
             release=(webhook_id, attempt.delivery_id) if final else None,
+            group_release=final and lanes.may_hold_group(request),
             health=Health(
                 webhook_id,
                 outcome.succeeded,

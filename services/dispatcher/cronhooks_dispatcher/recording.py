@@ -26,7 +26,7 @@ from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import claim_events
 from cronhooks_common.events import CRON, Causation, Event, EventType, NewEvent
 from cronhooks_dispatcher import alerts as alert_rules
-from cronhooks_dispatcher import health
+from cronhooks_dispatcher import health, lanes
 from cronhooks_dispatcher.alerts import AlertPolicy
 
 log = structlog.get_logger(__name__)
@@ -70,6 +70,8 @@ class Record:
         None  # (webhook_id, delivery_id) of a finished FORBID delivery
     )
     health: Health | None = None
+    # The finished delivery may hold an execution group's lane (lanes.may_hold_group).
+    group_release: bool = False
 
     @property
     def causation(self) -> Causation:
@@ -137,16 +139,13 @@ class RecordWriter:
             await self._attempts(conn, fresh)
             await self._append(conn, fresh)
             releases = [r.release for r in fresh if r.release is not None]
-            if releases:
-                await conn.execute(
-                    """
-                    delete from dispatcher.pending p using unnest($1::bigint[], $2::bigint[])
-                        as r(webhook_id, delivery_id)
-                    where p.webhook_id = r.webhook_id and p.delivery_id = r.delivery_id
-                    """,
-                    [w for w, _ in releases],
-                    [d for _, d in releases],
-                )
+            # FORBID/DELAY rows and group lanes go, and go on to the next waiter (lanes.py).
+            await lanes.release(
+                conn,
+                releases,
+                [r.release[1] for r in fresh if r.release is not None and r.group_release],
+                self._clock.now(),
+            )
             alerts = await self._health(conn, [r for r in fresh if r.health is not None])
         self.alerts.committed(alerts)
         return [id(r) in written for r in records]

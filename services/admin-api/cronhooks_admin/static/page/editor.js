@@ -12,6 +12,8 @@ const FIELDS = {
     "description", "timeoutSeconds", "maxRetries", "maxDepth", "readPatterns", "writePatterns", "passApiKey",
     "secret", "instruction"],
 };
+// CONTRACT §13: the execution group ("" = none; concurrencyPolicy DELAY is an option of its select).
+FIELDS.cron.push("executionGroup");
 const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds"]);
 const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns"]);
 
