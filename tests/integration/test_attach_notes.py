@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import pytest
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook
@@ -18,7 +19,12 @@ from standardwebhooks.webhooks import Webhook
 from cronhooks_common import db
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
-from cronhooks_dispatcher.context_notes import MAX_CONTEXT_BYTES, ContextNoteLoader
+from cronhooks_dispatcher.context_notes import (
+    MAX_CONTEXT_BYTES,
+    ContextNoteLoader,
+    ContextNotes,
+    Patterns,
+)
 from cronhooks_importer.rules import content_hash
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, finished, retry_due, trigger
@@ -146,6 +152,18 @@ async def test_the_cap_keeps_whole_notes_in_path_order_and_says_truncated(system
     assert all(n["content"] == big for n in got.body["context_notes"])
 
 
+class Counting(ContextNoteLoader):
+    """The real loader, counting the batches it queries."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__(pool)
+        self.batches: list[int] = []
+
+    async def batch_load_fn(self, keys: list[Patterns]) -> list[ContextNotes]:
+        self.batches.append(len(keys))
+        return await super().batch_load_fn(keys)
+
+
 async def test_one_query_answers_a_batch_of_webhooks_each_with_its_own_patterns(
     settings: Settings,
 ) -> None:
@@ -160,13 +178,14 @@ async def test_one_query_answers_a_batch_of_webhooks_each_with_its_own_patterns(
             [(p, c, content_hash(c), p == "a/3.md") for p, c in rows],
         )
         size = len("a/1.md") + len("one") + 64
-        loader = ContextNoteLoader(pool, cap=size)  # room for one small note
-        everything, only_b, unreadable, capped = await asyncio.gather(
-            ContextNoteLoader(pool).load((("*",), ("*",))),
-            ContextNoteLoader(pool).load((("b/*", "a/2.md"), ("b/*",))),
-            ContextNoteLoader(pool).load((("a/*",), ())),
-            loader.load((("a/*",), ("*",))),
+        shared = Counting(pool)
+        everything, only_b, unreadable = await asyncio.gather(
+            shared.load((("*",), ("*",))),
+            shared.load((("b/*", "a/2.md"), ("b/*",))),
+            shared.load((("a/*",), ())),
         )
+        assert shared.batches == [3]  # three sends in one iteration: one query
+        capped = await ContextNoteLoader(pool, cap=size).load((("a/*",), ("*",)))
         assert [n["path"] for n in everything.notes] == ["a/1.md", "a/2.md", "b/1.md"]
         assert not everything.truncated
         assert [n["path"] for n in only_b.notes] == ["b/1.md"]
