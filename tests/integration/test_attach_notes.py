@@ -179,12 +179,14 @@ async def test_one_query_answers_a_batch_of_webhooks_each_with_its_own_patterns(
         )
         size = len("a/1.md") + len("one") + 64
         shared = Counting(pool)
-        everything, only_b, unreadable = await asyncio.gather(
+        everything, only_b, unreadable, again = await asyncio.gather(
             shared.load((("*",), ("*",))),
             shared.load((("b/*", "a/2.md"), ("b/*",))),
             shared.load((("a/*",), ())),
+            shared.load((("*",), ("*",))),  # asked once, answered to both
         )
-        assert shared.batches == [3]  # three sends in one iteration: one query
+        assert shared.batches == [4]  # four sends in one iteration: one query
+        assert again == everything
         capped = await ContextNoteLoader(pool, cap=size).load((("a/*",), ("*",)))
         assert [n["path"] for n in everything.notes] == ["a/1.md", "a/2.md", "b/1.md"]
         assert not everything.truncated

@@ -99,9 +99,13 @@ class ContextNoteLoader(DataLoader[Patterns, ContextNotes]):
         self._cap = cap
 
     async def batch_load_fn(self, keys: list[Patterns]) -> list[ContextNotes]:
+        # A herd of one webhook's deliveries, or of webhooks configured alike, asks the
+        # same question: ask it once (each answer can be a MiB).
+        unique = list(dict.fromkeys(keys))
         # (the pool's jsonb codec encodes the list)
-        rows = await self._pool.fetch(_SQL, [_spec(k) for k in keys], self._cap)
-        by_key: list[list[asyncpg.Record]] = [[] for _ in keys]
+        rows = await self._pool.fetch(_SQL, [_spec(k) for k in unique], self._cap)
+        found: list[list[asyncpg.Record]] = [[] for _ in unique]
         for row in rows:
-            by_key[row["i"] - 1].append(row)
-        return [context_from_rows(found) for found in by_key]
+            found[row["i"] - 1].append(row)
+        answers = {key: context_from_rows(rows) for key, rows in zip(unique, found, strict=True)}
+        return [answers[key] for key in keys]
