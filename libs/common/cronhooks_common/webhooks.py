@@ -32,6 +32,7 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "catch_up_policy",
     "misfire_grace_seconds",
     "execution_group",  # CONTRACT §13; absent from configs written before it ("": none)
+    "attach_notes",  # CONTRACT §13; absent from configs written before it ([]: none)
 )
 
 # A change webhook's configuration (CONTRACT §11): its filter instead of a schedule.
@@ -70,6 +71,7 @@ TARGET_FIELDS: tuple[str, ...] = (
     "max_retries",
     "concurrency_policy",
     "execution_group",
+    "attach_notes",  # the dispatcher reads the notes at send time (None: a change webhook)
 )
 
 # What changing makes the scheduler recompute the next slot.

@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncpg
 
+from cronhooks_admin import projection_attach as attach
 from cronhooks_admin import projection_batches as batches
 from cronhooks_admin import projection_lanes as lanes
 from cronhooks_common.cron import CronError, CronSchedule
@@ -81,6 +82,7 @@ async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
         event.actor,
     )
     await lanes.webhook_group(conn, event)
+    await attach.webhook_attach_notes(conn, event)
 
 
 async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
@@ -128,6 +130,7 @@ async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
         "enabled" in changed and c["enabled"],  # re-enabling resets the failure count
     )
     await lanes.webhook_group(conn, event)
+    await attach.webhook_attach_notes(conn, event)
 
 
 _CHANGE_COLUMNS = CHANGE_CONFIG_FIELDS  # one column each

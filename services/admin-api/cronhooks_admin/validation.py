@@ -165,7 +165,13 @@ def normalize(
             value = _text(name, value, MAX_INSTRUCTION)
         elif key == "description":
             value = _text(name, value, MAX_DESCRIPTION)
-        elif key in ("read_patterns", "write_patterns", "include_patterns", "exclude_patterns"):
+        elif key in (
+            "read_patterns",
+            "write_patterns",
+            "include_patterns",
+            "exclude_patterns",
+            "attach_notes",  # CONTRACT §13: the same glob dialect and rules
+        ):
             value = check_patterns(name, value)
         out[key] = value
     if out.get("include_patterns") == []:

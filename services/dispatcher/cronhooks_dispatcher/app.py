@@ -23,6 +23,7 @@ from cronhooks_common.tokens import ApiTokens
 from cronhooks_common.trust import as_stored
 from cronhooks_dispatcher.alert_sink import AlertSink
 from cronhooks_dispatcher.alerts import AlertPolicy
+from cronhooks_dispatcher.context_notes import ContextNoteLoader
 from cronhooks_dispatcher.delivery import Dispatcher, SigningKeys
 from cronhooks_dispatcher.fire import FireCaller
 from cronhooks_dispatcher.lookup import DeliveryLookups
@@ -100,6 +101,7 @@ class DispatcherService:
             clock=rt.clock,
             writer=self._writer,
             allow_private=rt.settings.allow_private_targets,
+            context=ContextNoteLoader(rt.pool),
         )
         fires = FireCaller(
             pool=rt.pool,

@@ -34,7 +34,7 @@ from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import CRON, Event, EventType, NewEvent, storable
 from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.tokens import ApiTokens
-from cronhooks_dispatcher import health, lanes, payload, sender
+from cronhooks_dispatcher import context_notes, health, lanes, payload, sender
 from cronhooks_dispatcher.lookup import Lookup
 from cronhooks_dispatcher.outcome import Outcome, classify, import_outcome
 from cronhooks_dispatcher.recording import INBOX, Health, Record, RecordWriter
@@ -101,6 +101,7 @@ class Dispatcher:
     clock: Clock
     writer: RecordWriter
     allow_private: bool
+    context: context_notes.ContextNoteLoader  # attachNotes (CONTRACT §13)
 
     async def handle(self, event: Event, found: Lookup) -> None:
         """`event` as the store holds it, and what the lookup found with it."""
@@ -255,8 +256,12 @@ class Dispatcher:
                 now=now,
                 max_depth=target.get("max_depth"),
             )
+        # attachNotes: the notes as they are now, for this attempt (one query per batch of
+        # sends; a webhook without attachNotes asks nothing).
+        attach = context_notes.key_of(target)
+        context = None if attach is None else await self.context.load(attach)
         body = payload.build_body(
-            request, timestamp=timestamp, api_token=token, api_url=self.api_url
+            request, timestamp=timestamp, api_token=token, api_url=self.api_url, context=context
         )
         raw = payload.encode(body)
         headers = signature_headers(

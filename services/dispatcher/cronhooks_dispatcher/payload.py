@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronhooks_common import jsonfast
 from cronhooks_common.events import CHANGE, CRON
+
+if TYPE_CHECKING:  # the type only: this module stays pure
+    from cronhooks_dispatcher.context_notes import ContextNotes
 
 RESPONSE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -37,8 +40,10 @@ def build_body(
     timestamp: int,
     api_token: str | None,
     api_url: str | None,
+    context: ContextNotes | None = None,
 ) -> dict[str, Any]:
-    """The JSON body for one attempt. `request` is the `delivery.requested` data."""
+    """The JSON body for one attempt. `request` is the `delivery.requested` data; `context`
+    the notes read for it when its webhook has attachNotes (CONTRACT §13), else None."""
     target = request["target"]
     kind = request.get("kind", CRON)
     body: dict[str, Any] = {
@@ -60,6 +65,10 @@ def build_body(
         body["attempt"] = request["attempt"]
         body["missed_count"] = request.get("missed_count", 0)
         body["instruction"] = target["instruction"]
+        if context is not None:
+            body["context_notes"] = context.notes
+            if context.truncated:  # only when the cap left a note out, like previous_error
+                body["context_truncated"] = True
     if request["attempt"] > 1:
         body["previous_error"] = request.get("previous_error") or ""
     body["response_schema"] = RESPONSE_SCHEMA

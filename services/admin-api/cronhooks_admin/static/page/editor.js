@@ -14,8 +14,10 @@ const FIELDS = {
 };
 // CONTRACT §13: the execution group ("" = none; concurrencyPolicy DELAY is an option of its select).
 FIELDS.cron.push("executionGroup");
+// CONTRACT §13: the globs of the notes each delivery carries (a list like readPatterns).
+FIELDS.cron.push("attachNotes");
 const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds"]);
-const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns"]);
+const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns", "attachNotes"]);
 
 /** Says the list should be reloaded (main.js listens). */
 function changed() { document.dispatchEvent(new Event("webhooks-changed")); }

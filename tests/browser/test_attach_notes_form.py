@@ -1,0 +1,68 @@
+"""attachNotes (CONTRACT §13) in the web page's edit form, in headless Chromium: a bad
+pattern's error shows beside the field, a good list is saved, and the editor shows it
+again when the webhook is opened for editing; a change there is saved too."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from datetime import UTC, datetime
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.settings import Settings
+from tests.browser.test_web_page import browser
+from tests.support.inprocess import admin_token, running
+
+
+def drive(base: str, token: str) -> dict[str, str]:
+    profile = tempfile.mkdtemp(prefix="cronhooks-chromium-")
+    driver = browser(profile)
+    wait = WebDriverWait(driver, 20)
+    try:
+        driver.get(base + "/")
+        driver.find_element(By.ID, "token").send_keys(token)
+        driver.find_element(By.ID, "login").click()
+        wait.until(ec.visibility_of_element_located((By.ID, "new-webhook"))).click()
+        form = wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
+        form.find_element(By.NAME, "url").send_keys("https://agent.example/hook")
+        form.find_element(By.NAME, "cronSchedule").send_keys("0 9 * * *")
+        attach = form.find_element(By.NAME, "attachNotes")
+        attach.send_keys("notes/*, ../secret/*")
+        driver.find_element(By.ID, "save").click()
+        selector = (By.CSS_SELECTOR, '[data-error-for="attachNotes"]')
+        wait.until(ec.text_to_be_present_in_element(selector, "secret"))
+        field_error = driver.find_element(*selector).text
+        attach.clear()
+        attach.send_keys("notes/*, plans/*.md")
+        driver.find_element(By.ID, "save").click()
+        wait.until(ec.visibility_of_element_located((By.ID, "new-secret")))
+        row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#webhooks tbody tr")))
+        row.find_element(By.CSS_SELECTOR, "button.edit").click()
+        wait.until(
+            lambda d: d.find_element(By.NAME, "attachNotes").get_attribute("value") != ""
+        )
+        shown = driver.find_element(By.NAME, "attachNotes").get_attribute("value") or ""
+        edited = driver.find_element(By.NAME, "attachNotes")
+        edited.clear()
+        edited.send_keys("digests/*")
+        driver.find_element(By.ID, "save").click()
+        wait.until(ec.invisibility_of_element_located((By.ID, "webhook-form")))
+        return {"field_error": field_error, "shown": shown}
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+async def test_the_edit_form_round_trips_attach_notes(settings: Settings) -> None:
+    async with running(settings, ManualClock(datetime.now(UTC))) as r:
+        token = await admin_token(settings.database_url)
+        seen = await asyncio.to_thread(drive, r.urls["admin-api"], token)
+        assert "../secret/*" in seen["field_error"]
+        assert seen["shown"] == "notes/*, plans/*.md"
+        _, body = await r.graphql(token, "{ cronWebhooks { attachNotes } }")
+        assert body["data"]["cronWebhooks"] == [{"attachNotes": ["digests/*"]}]

@@ -1,0 +1,255 @@
+"""attachNotes (CONTRACT §13): the notes each delivery carries as `context_notes`, read by
+the dispatcher when it sends the attempt — on the running services, with a real agent on
+loopback and injected time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+from aiohttp import web
+from standardwebhooks.webhooks import Webhook
+
+from cronhooks_common import db
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.settings import Settings
+from cronhooks_dispatcher.context_notes import (
+    MAX_CONTEXT_BYTES,
+    ContextNoteLoader,
+    ContextNotes,
+    Patterns,
+)
+from cronhooks_importer.rules import content_hash
+from tests.support.agent import Agent, Received
+from tests.support.flows import create_webhook, finished, retry_due, trigger
+from tests.support.inprocess import Running, admin_token, eventually, running
+
+PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
+  ... on ErrorPayload { message errors { path error } } } }"""
+HIDE = """mutation($paths: [String!]!) { hideNotes(input: {paths: $paths}) { __typename } }"""
+CREATE = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i) { secret } }"""
+UPDATE = """mutation($i: UpdateCronWebhookInput!) { updateCronWebhook(input: $i)
+  { cronWebhook { attachNotes } } }"""
+
+
+@pytest.fixture
+async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    agent = await Agent().start()
+    async with running(settings, clock) as r:
+        yield r, await admin_token(settings.database_url), clock, agent
+    await agent.stop()
+
+
+def answer(code: int):  # type: ignore[no-untyped-def]
+    async def respond(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=code)
+
+    return respond
+
+
+async def push(r: Running, token: str, *notes: tuple[str, str]) -> None:
+    updates = [{"path": p, "content": c} for p, c in notes]
+    _, body = await r.graphql(token, PUSH, {"input": {"updates": updates}})
+    assert body["data"]["pushNotes"]["__typename"] == "PushNotesPayload", body
+
+
+def note(path: str, content: str) -> dict[str, str]:
+    return {"path": path, "content": content, "content_hash": content_hash(content)}
+
+
+async def test_matching_readable_visible_notes_are_attached_by_path(system) -> None:  # type: ignore[no-untyped-def]
+    r, token, _, agent = system
+    await push(
+        r,
+        token,
+        ("notes/b.md", "B"),
+        ("notes/a.md", "A ✓"),
+        ("notes/gone.md", "hidden soon"),
+        ("shared/x.md", "X"),
+        ("shared/y.txt", "matches attachNotes, not readPatterns"),
+        ("other/z.md", "matches neither"),
+    )
+    _, body = await r.graphql(token, HIDE, {"paths": ["notes/gone.md"]})
+    assert body["data"]["hideNotes"]["__typename"] == "HideNotesPayload"
+    hook, secret = await create_webhook(
+        r,
+        token,
+        agent.url_for("context", answer(200)),
+        attachNotes=["notes/*", "shared/*"],
+        readPatterns=["notes/*", "shared/*.md"],
+    )
+    plain, _ = await create_webhook(r, token, agent.url_for("plain", answer(200)))
+    delivery_id = await trigger(r, token, hook)
+    await trigger(r, token, plain)
+    [got] = await agent.wait_for(1, name="context")
+    [without] = await agent.wait_for(1, name="plain")
+    sent = Webhook(secret).verify(got.raw, got.headers)  # signed over the bytes with the notes
+    assert sent["context_notes"] == [
+        note("notes/a.md", "A ✓"),
+        note("notes/b.md", "B"),
+        note("shared/x.md", "X"),
+    ]
+    assert "context_truncated" not in sent
+    # Without attachNotes the body is as before: no context keys at all.
+    assert "context_notes" not in without.body and "context_truncated" not in without.body
+    # The attempt log records the body as sent.
+    d = await finished(r, token, delivery_id)
+    assert json.loads(d["attempts"][0]["requestBody"]) == json.loads(got.raw)
+
+
+async def test_a_retry_sends_the_notes_as_they_are_at_that_attempt(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    r, token, clock, agent = system
+    answers = iter([500, 200])
+
+    async def flaky(request: web.Request, entry: Received) -> web.StreamResponse:
+        return await answer(next(answers))(request, entry)
+
+    await push(r, token, ("ctx/plan.md", "version one"), ("ctx/old.md", "goes away"))
+    hook, _ = await create_webhook(
+        r, token, agent.url_for("flaky", flaky), attachNotes=["ctx/*"], maxRetries=1
+    )
+    delivery_id = await trigger(r, token, hook)
+    await eventually(lambda: retry_due(settings.database_url, delivery_id))
+    await push(r, token, ("ctx/plan.md", "version two"), ("ctx/new.md", "arrived"))
+    _, body = await r.graphql(token, HIDE, {"paths": ["ctx/old.md"]})
+    assert body["data"]["hideNotes"]["__typename"] == "HideNotesPayload"
+    clock.advance(timedelta(seconds=10))
+    d = await finished(r, token, delivery_id)
+    assert d["status"] == "success" and d["attempt"] == 2
+    first, second = agent.at("flaky")
+    assert first.body["context_notes"] == [
+        note("ctx/old.md", "goes away"),
+        note("ctx/plan.md", "version one"),
+    ]
+    assert second.body["attempt"] == 2
+    assert second.body["context_notes"] == [
+        note("ctx/new.md", "arrived"),
+        note("ctx/plan.md", "version two"),
+    ]
+    logged = [json.loads(a["requestBody"])["context_notes"] for a in d["attempts"]]
+    assert logged == [first.body["context_notes"], second.body["context_notes"]]
+
+
+async def test_the_cap_keeps_whole_notes_in_path_order_and_says_truncated(system) -> None:  # type: ignore[no-untyped-def]
+    r, token, _, agent = system
+    big = "x" * 400_000
+    # a and b fit in 1 MiB together; c does not, and d (small) is left out after it too:
+    # the notes attached are always the first ones by path.
+    await push(r, token, ("big/a.md", big), ("big/b.md", big))
+    await push(r, token, ("big/c.md", big), ("big/d.md", "small"))
+    hook, _ = await create_webhook(r, token, agent.url_for("big", answer(200)), attachNotes=["big/*"])
+    await trigger(r, token, hook)
+    [got] = await agent.wait_for(1, name="big")
+    assert [n["path"] for n in got.body["context_notes"]] == ["big/a.md", "big/b.md"]
+    assert got.body["context_truncated"] is True
+    assert all(n["content"] == big for n in got.body["context_notes"])
+
+
+class Counting(ContextNoteLoader):
+    """The real loader, counting the batches it queries."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__(pool)
+        self.batches: list[int] = []
+
+    async def batch_load_fn(self, keys: list[Patterns]) -> list[ContextNotes]:
+        self.batches.append(len(keys))
+        return await super().batch_load_fn(keys)
+
+
+async def test_one_query_answers_a_batch_of_webhooks_each_with_its_own_patterns(
+    settings: Settings,
+) -> None:
+    """The loader directly: keys of one event-loop iteration share a query; each gets its
+    own notes; the cap is counted per key, on path + content + content_hash bytes."""
+    pool = await db.create_pool(settings.database_url, name="test")
+    try:
+        rows = [("a/1.md", "one"), ("a/2.md", "two"), ("b/1.md", "bee"), ("a/3.md", "three")]
+        await pool.executemany(
+            "insert into importer.notes (path, content, content_hash, version, depth,"
+            " updated_at, updated_by, removed) values ($1, $2, $3, 1, 0, now(), 'test', $4)",
+            [(p, c, content_hash(c), p == "a/3.md") for p, c in rows],
+        )
+        size = len("a/1.md") + len("one") + 64
+        shared = Counting(pool)
+        everything, only_b, unreadable, again = await asyncio.gather(
+            shared.load((("*",), ("*",))),
+            shared.load((("b/*", "a/2.md"), ("b/*",))),
+            shared.load((("a/*",), ())),
+            shared.load((("*",), ("*",))),  # asked once, answered to both
+        )
+        assert shared.batches == [4]  # four sends in one iteration: one query
+        assert again == everything
+        capped = await ContextNoteLoader(pool, cap=size).load((("a/*",), ("*",)))
+        assert [n["path"] for n in everything.notes] == ["a/1.md", "a/2.md", "b/1.md"]
+        assert not everything.truncated
+        assert [n["path"] for n in only_b.notes] == ["b/1.md"]
+        assert unreadable.notes == [] and not unreadable.truncated
+        assert [n["path"] for n in capped.notes] == ["a/1.md"] and capped.truncated
+        assert MAX_CONTEXT_BYTES == 1 << 20
+    finally:
+        await pool.close()
+
+
+async def test_attach_notes_is_checked_like_read_patterns_and_round_trips(system) -> None:  # type: ignore[no-untyped-def]
+    r, token, _, _ = system
+    hook, _ = await create_webhook(r, token, "https://agent.example/hook", attachNotes=["a/*"])
+    base = {"url": "https://agent.example/hook", "cronSchedule": "* * * * *"}
+    cases = [
+        (CREATE, {**base, "attachNotes": ["/etc/*"]}),
+        (CREATE, {**base, "attachNotes": ["notes/../secret/*"]}),
+        (CREATE, {**base, "attachNotes": ["a\u0001b"]}),
+        (CREATE, {**base, "attachNotes": ["x" * 513]}),
+        (CREATE, {**base, "attachNotes": ["[unbalanced"]}),
+        (CREATE, {**base, "attachNotes": ["*"] * 101}),
+        (CREATE, {**base, "attachNotes": None}),
+        (UPDATE, {"id": hook, "attachNotes": ["../x"]}),
+        (UPDATE, {"id": hook, "attachNotes": [7]}),
+    ]
+    for query, values in cases:
+        _, body = await r.graphql(token, query, {"i": values})
+        [error] = body["errors"]
+        assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "attachNotes"}, values
+    _, body = await r.graphql(token, f"{{ cronWebhook(id: {hook}) {{ attachNotes }} }}")
+    assert body["data"]["cronWebhook"] == {"attachNotes": ["a/*"]}
+    _, body = await r.graphql(token, UPDATE, {"i": {"id": hook, "attachNotes": ["b/*", "c/*.md"]}})
+    assert body["data"]["updateCronWebhook"]["cronWebhook"] == {"attachNotes": ["b/*", "c/*.md"]}
+    plain, _ = await create_webhook(r, token, "https://agent.example/hook")
+    _, body = await r.graphql(token, f"{{ cronWebhook(id: {plain}) {{ attachNotes }} }}")
+    assert body["data"]["cronWebhook"] == {"attachNotes": []}
+
+
+async def test_attach_notes_read_model_equals_its_rebuild(settings: Settings, vhost: str) -> None:
+    from tests.integration.test_admin_rebuild import quiet, snapshot
+
+    async with running(settings, ManualClock(datetime.now(UTC))) as r:
+        token = await admin_token(settings.database_url)
+        a, _ = await create_webhook(r, token, "https://agent.example/a", attachNotes=["x/*"])
+        await create_webhook(r, token, "https://agent.example/b")
+        _, body = await r.graphql(token, UPDATE, {"i": {"id": a, "attachNotes": ["y/*", "z"]}})
+        assert "errors" not in body, body
+        await quiet(settings.database_url, vhost)
+        live = await snapshot(settings.database_url)
+        # (the snapshot's plain connection reads jsonb as text)
+        attached = [json.loads(w["attach_notes"]) for w in live["admin.webhooks"]]
+        assert attached == [["y/*", "z"], []]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cronhooks_cli.cli",
+        "projections",
+        "rebuild",
+        env={**os.environ, **settings.to_env()},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert (await snapshot(settings.database_url))["admin.webhooks"] == live["admin.webhooks"]
