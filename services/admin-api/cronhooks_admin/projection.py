@@ -21,6 +21,7 @@ import asyncpg
 
 from cronhooks_admin import projection_batches as batches
 from cronhooks_admin import projection_lanes as lanes
+from cronhooks_admin import projection_pacing as pacing
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, Event, EventType
 from cronhooks_common.relay import publish_rounds
@@ -81,6 +82,7 @@ async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
         event.actor,
     )
     await lanes.webhook_group(conn, event)
+    await pacing.webhook_pacing(conn, event)
 
 
 async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
@@ -128,6 +130,7 @@ async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
         "enabled" in changed and c["enabled"],  # re-enabling resets the failure count
     )
     await lanes.webhook_group(conn, event)
+    await pacing.webhook_pacing(conn, event)
 
 
 _CHANGE_COLUMNS = CHANGE_CONFIG_FIELDS  # one column each

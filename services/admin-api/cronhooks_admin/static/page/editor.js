@@ -14,7 +14,10 @@ const FIELDS = {
 };
 // CONTRACT §13: the execution group ("" = none; concurrencyPolicy DELAY is an option of its select).
 FIELDS.cron.push("executionGroup");
-const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds"]);
+// CONTRACT §13: jitter and the daily budget (an empty budget is null: no limit, also on edit).
+FIELDS.cron.push("jitterSeconds", "maxDeliveriesPerDay");
+const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds", "jitterSeconds",
+  "maxDeliveriesPerDay"]);
 const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns"]);
 
 /** Says the list should be reloaded (main.js listens). */
