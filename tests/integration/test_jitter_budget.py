@@ -175,6 +175,8 @@ async def test_jitter_fires_at_slot_plus_offset_with_scheduled_for_the_slot(
             if e["type"] == "delivery.requested"
         ]
         assert requested["data"]["scheduled_for"] == iso(slot)
+        # The offset it was due at travels along (the dispatcher's fire lag starts there).
+        assert requested["data"]["jitter_offset_ms"] == offset // timedelta(milliseconds=1)
 
 
 async def test_a_slot_is_not_missed_because_of_its_own_offset_and_a_jitter_change_moves_the_timer(
@@ -207,7 +209,11 @@ async def test_a_slot_is_not_missed_because_of_its_own_offset_and_a_jitter_chang
 
         # A change of jitterSeconds moves the pending slot's send time at once; the slot,
         # nextRunAt and nextRuns stay.
-        _, before = await r.graphql(token, WEBHOOK, {"id": hook})
+        async def projected() -> dict[str, Any] | None:
+            _, body = await r.graphql(token, WEBHOOK, {"id": hook})
+            return body if body["data"]["cronWebhook"]["nextRunAt"] == iso(next_slot) else None
+
+        before = await eventually(projected)
         assert (await update(r, token, settings.database_url, hook, jitterSeconds=600))[
             "jitterSeconds"
         ] == 600

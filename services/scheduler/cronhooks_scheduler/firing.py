@@ -91,8 +91,13 @@ def _plan(row: asyncpg.Record, now: datetime) -> tuple[SlotPlan, timedelta] | No
     return plan, offset
 
 
-def _slot_records(webhook_id: int, config: dict[str, Any], plan: SlotPlan) -> list[_SlotRecord]:
+def _slot_records(
+    webhook_id: int, config: dict[str, Any], plan: SlotPlan, offset: timedelta
+) -> list[_SlotRecord]:
     next_run = None if plan.next_due is None else iso(plan.next_due)
+    # With jitter the request says when it was due to leave, so the dispatcher's fire lag
+    # measures the scheduler's precision, not the offset (absent without jitter).
+    jitter = {"jitter_offset_ms": offset // timedelta(milliseconds=1)} if offset else {}
     records = [
         _SlotRecord(
             webhook_id,
@@ -107,6 +112,7 @@ def _slot_records(webhook_id: int, config: dict[str, Any], plan: SlotPlan) -> li
                 "missed_count": delivery.missed_count,
                 "next_run_at": next_run,
                 "target": target_of(config),
+                **jitter,
             },
         )
         for delivery in plan.deliveries
@@ -211,7 +217,7 @@ async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000)
                 moves.append((row["timer_key"], None))
                 continue
             plan, offset = planned
-            slots.extend(_slot_records(row["subject"], row["config"], plan))
+            slots.extend(_slot_records(row["subject"], row["config"], plan, offset))
             configs[row["subject"]] = row["config"]
             next_due = None if plan.next_due is None else plan.next_due + offset
             moves.append((row["timer_key"], next_due))
