@@ -9,13 +9,14 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 
-from bench import admin_reads, amqp, changes, dispatch, herd, notes, scheduler, triggers
+from bench import admin_reads, amqp, changes, dispatch, herd, jitter, notes, scheduler, triggers
 from bench.common import write_report
 from cronhooks_common.logs import configure_logging
 
 Suite = Callable[[], Awaitable[list[tuple[str, str]]]]
 SUITES: dict[str, Suite] = {
     "herd": herd.run,
+    "jitter": jitter.jitter_herd,
     "amqp": amqp.ceiling,
     "scheduler": scheduler.run,
     "dispatch": dispatch.trigger_burst,

@@ -135,8 +135,14 @@ async def ceiling(session: aiohttp.ClientSession, agent: str, n: int) -> dict[st
 
 
 async def create_webhooks(
-    cluster: Cluster, session: aiohttp.ClientSession, n: int, url: str, schedule: str
+    cluster: Cluster,
+    session: aiohttp.ClientSession,
+    n: int,
+    url: str,
+    schedule: str,
+    **extra: object,
 ) -> None:
+    """N webhooks on one schedule; `extra`: more input fields (the jitter herd's window)."""
     sem = asyncio.Semaphore(32)
 
     async def one(i: int) -> None:
@@ -150,6 +156,7 @@ async def create_webhooks(
                         "cronSchedule": schedule,
                         "instruction": f"bench {i}",
                         "misfireGraceSeconds": 600,
+                        **extra,
                     }
                 },
                 # Spread over the admin-api replicas, so each one takes writes.

@@ -71,7 +71,11 @@ odd_text = st.one_of(
         ]
     ),
 )
-odd_int = st.one_of(st.integers(-10, 1000), st.sampled_from([-(2**31), 2**31 - 1, 0, 1, 900, 901]))
+odd_int = st.one_of(
+    st.integers(-10, 1000),
+    # 3600/3601: jitterSeconds' bounds; 10**6 + 1: beyond maxDeliveriesPerDay's
+    st.sampled_from([-(2**31), 2**31 - 1, 0, 1, 900, 901, 3600, 3601, 10**6 + 1]),
+)
 odd_value = st.one_of(
     odd_text,
     odd_int,
@@ -100,6 +104,8 @@ CREATE_FIELDS = [
     "catchUpPolicy",
     "misfireGraceSeconds",
     "executionGroup",
+    "jitterSeconds",
+    "maxDeliveriesPerDay",
     "idempotencyKey",
 ]
 

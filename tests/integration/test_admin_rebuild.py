@@ -105,6 +105,8 @@ async def test_rebuilt_read_models_equal_the_live_ones(
         agent.url_for("writer", writer),
         writePatterns=["digests/*"],
         cronSchedule="*/5 * * * *",
+        jitterSeconds=30,  # CONTRACT §13: both kept by the rebuild (its manual triggers
+        maxDeliveriesPerDay=10,  # count against the budget)
     )
     c, _ = await create_webhook(r, token, agent.url_for("gone", lambda *_: _gone()))
     # A change webhook (CONTRACT §11) fired by the writer's notes (written at depth 1).

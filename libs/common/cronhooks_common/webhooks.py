@@ -33,6 +33,8 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "misfire_grace_seconds",
     "execution_group",  # CONTRACT §13; absent from configs written before it ("": none)
     "attach_notes",  # CONTRACT §13; absent from configs written before it ([]: none)
+    "jitter_seconds",  # CONTRACT §13; absent before it: 0 (jitter.py)
+    "max_deliveries_per_day",  # CONTRACT §13; null or absent: no limit (budget.py)
 )
 
 # A change webhook's configuration (CONTRACT §11): its filter instead of a schedule.

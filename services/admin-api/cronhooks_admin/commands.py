@@ -25,7 +25,7 @@ from cronhooks_admin.validation import (
     check_trigger_paths,
     normalize,
 )
-from cronhooks_common import eventstore
+from cronhooks_common import budget, eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import (
@@ -89,6 +89,7 @@ class Commands:
         config = normalize(fields, allow_private=self.allow_private, kind=kind)
         if kind == CRON:
             config.setdefault("timezone", self.default_timezone)
+            config.setdefault("max_deliveries_per_day", None)  # omitted: no limit
             check_schedule(config)
         secret = check_secret(fields.get("secret")) or generate_secret()
         missing = [f for f in config_fields(kind) if f not in config]
@@ -199,6 +200,7 @@ class Commands:
             state = await self._live_webhook(conn, webhook_id, CRON)
             delivery_id: int = await conn.fetchval("select nextval('eventstore.delivery_ids')")
             request = manual_request(state, webhook_id, delivery_id)
+            await self._count_manual(conn, state, webhook_id, 1)
             await self._append(conn, delivery_stream(delivery_id), 0, [request], admin)
         return delivery_id
 
@@ -263,9 +265,21 @@ class Commands:
                 )
                 for new_id, old in zip(ids, failed, strict=True)
             ]
+            await self._count_manual(conn, state, webhook_id, len(appends))
             recorded = await eventstore.append_many(conn, appends, occurred_at=self.clock.now())
             await projection.apply_batch(conn, recorded)
         return ids
+
+    async def _count_manual(
+        self, conn: asyncpg.Connection, state: WebhookState, webhook_id: int, n: int
+    ) -> None:
+        """Manual requests use up the day's budget of a cron webhook with a limit (CONTRACT
+        §13): counted in the transaction that appends them, on today's date in its zone.
+        They are sent even when the budget is spent — only slots are skipped."""
+        if state.kind != CRON or budget.daily_limit(state.config) is None:
+            return
+        day = budget.local_day(self.clock.now(), state.config["timezone"])
+        await budget.count_manual(conn, [(webhook_id, day)] * n)
 
     async def _live_webhook(
         self, conn: asyncpg.Connection, webhook_id: int, kind: str | None

@@ -22,6 +22,7 @@ import asyncpg
 from cronhooks_admin import projection_attach as attach
 from cronhooks_admin import projection_batches as batches
 from cronhooks_admin import projection_lanes as lanes
+from cronhooks_admin import projection_pacing as pacing
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, Event, EventType
 from cronhooks_common.relay import publish_rounds
@@ -83,6 +84,7 @@ async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
     )
     await lanes.webhook_group(conn, event)
     await attach.webhook_attach_notes(conn, event)
+    await pacing.webhook_pacing(conn, event)
 
 
 async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
@@ -131,6 +133,7 @@ async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
     )
     await lanes.webhook_group(conn, event)
     await attach.webhook_attach_notes(conn, event)
+    await pacing.webhook_pacing(conn, event)
 
 
 _CHANGE_COLUMNS = CHANGE_CONFIG_FIELDS  # one column each

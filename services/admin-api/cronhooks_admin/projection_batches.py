@@ -175,6 +175,9 @@ def skip_reason(d: dict[str, Any]) -> str:
     if d.get("reason") == "still_running":
         # concurrencyPolicy DELAY, a slot already waiting (CONTRACT §13): the reason itself
         return "still_running"
+    if d.get("reason") == "budget":
+        # maxDeliveriesPerDay spent (CONTRACT §13: "shown as skipped with error `budget`")
+        return "budget"
     if d.get("reason") in ("deleted", "disabled"):
         return f"skipped: the webhook was {d['reason']} while the delivery waited its turn"
     return f"skipped: {d.get('reason')}"

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from cronhooks_common.cron import CronError, CronSchedule, parse_zone
 from cronhooks_common.events import CHANGE, CRON
 from cronhooks_common.globs import pattern_problem
+from cronhooks_common.jitter import MAX_JITTER_SECONDS
 from cronhooks_common.paths import path_problem
 from cronhooks_common.signing import secret_problem
 from cronhooks_common.targets import literal_problem
@@ -100,6 +101,14 @@ def check_execution_group(value: str) -> str:
     return value
 
 
+# maxDeliveriesPerDay (CONTRACT §13): null is no limit; a limit of 0 would be a pause in
+# disguise (pause is `enabled`), so the smallest limit is 1. The top only keeps the count
+# an ordinary integer: an every-minute job makes 1,440 slots a day.
+MAX_DELIVERIES_PER_DAY = 1_000_000
+# Fields whose explicit null means something (no limit) rather than "not given".
+NULLABLE_FIELDS = frozenset({"max_deliveries_per_day"})
+
+
 def check_patterns(field: str, patterns: list[str]) -> list[str]:
     """Read/write patterns, checked like paths (the same rule everywhere: globs.py)."""
     if len(patterns) > MAX_PATTERNS:
@@ -137,6 +146,8 @@ def normalize(
     for key in config_fields(kind):
         value = fields.get(key)
         if value is None:
+            if key in NULLABLE_FIELDS and key in fields:
+                out[key] = None  # given as null: clears the limit
             continue
         name = camel(key)
         if key == "url":
@@ -161,6 +172,10 @@ def normalize(
             value = _int_range(name, value, 0, 7 * 86400)
         elif key == "execution_group":
             value = check_execution_group(value)
+        elif key == "jitter_seconds":
+            value = _int_range(name, value, 0, MAX_JITTER_SECONDS)
+        elif key == "max_deliveries_per_day":
+            value = _int_range(name, value, 1, MAX_DELIVERIES_PER_DAY)
         elif key == "instruction":
             value = _text(name, value, MAX_INSTRUCTION)
         elif key == "description":

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -54,7 +54,7 @@ DURATION = Histogram(
 )
 FIRE_LAG = Histogram(
     "cronhooks_dispatcher_fire_lag_seconds",
-    "From a slot to the start of its first POST",
+    "From a slot (plus its jitter offset) to the start of its first POST",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
 )
 IN_FLIGHT = Gauge("cronhooks_dispatcher_in_flight", "HTTP attempts in progress")
@@ -187,8 +187,11 @@ class Dispatcher:
                 return  # waits (delivery.queued) or was skipped, recorded by `admit`
             started_at = self.clock.now()
             if request["trigger"] == "schedule" and request.get("scheduled_for"):
-                lag = started_at - datetime.fromisoformat(request["scheduled_for"])
-                FIRE_LAG.observe(max(lag.total_seconds(), 0.0))
+                # From the time the slot was due to leave: the slot + its jitter offset.
+                due = datetime.fromisoformat(request["scheduled_for"]) + timedelta(
+                    milliseconds=request.get("jitter_offset_ms", 0)
+                )
+                FIRE_LAG.observe(max((started_at - due).total_seconds(), 0.0))
             await self._attempt(event, request, found.sealed_secret, started_at)
 
     async def _deliver_released(self, event: Event, found: Lookup) -> None:

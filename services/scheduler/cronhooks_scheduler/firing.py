@@ -18,7 +18,7 @@ requested exactly once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -29,7 +29,9 @@ from cronhooks_common import eventstore
 from cronhooks_common.clock import iso
 from cronhooks_common.cron import CronError, cached_schedule
 from cronhooks_common.events import CHANGE, CRON, Causation, EventType, NewEvent, delivery_stream
+from cronhooks_common.jitter import offset_of
 from cronhooks_common.webhooks import target_of
+from cronhooks_scheduler import budget
 from cronhooks_scheduler.slots import SlotPlan, plan_slots
 from cronhooks_scheduler.triggers import first_fire, retry_fire
 
@@ -62,7 +64,13 @@ class _SlotRecord:
     data: dict[str, Any]
 
 
-def _plan(row: asyncpg.Record, now: datetime) -> SlotPlan | None:
+def _plan(row: asyncpg.Record, now: datetime) -> tuple[SlotPlan, timedelta] | None:
+    """The plan of a due cron timer, and the webhook's jitter offset.
+
+    A cron timer is due at slot + offset (jitter.py), so the slot is `due_at - offset`.
+    The plan is made in slot time, with `now - offset`: a slot counts as missed when its
+    *send time* is more than the grace in the past — a slot is never late because of its
+    own offset — and every later slot of a catch-up is judged the same way."""
     config = row["config"]
     if config is None or row["deleted"]:
         log.error("timer_without_webhook", timer_key=row["timer_key"])
@@ -72,17 +80,24 @@ def _plan(row: asyncpg.Record, now: datetime) -> SlotPlan | None:
     except CronError:
         log.error("cron_schedule_invalid", webhook_id=row["subject"])
         return None
-    return plan_slots(
+    offset = offset_of(row["subject"], config)
+    plan = plan_slots(
         schedule,
         policy=config.get("catch_up_policy", "LATEST_ONCE"),
         grace_seconds=int(config.get("misfire_grace_seconds", 60)),
-        due_at=row["due_at"],
-        now=now,
+        due_at=row["due_at"] - offset,
+        now=now - offset,
     )
+    return plan, offset
 
 
-def _slot_records(webhook_id: int, config: dict[str, Any], plan: SlotPlan) -> list[_SlotRecord]:
+def _slot_records(
+    webhook_id: int, config: dict[str, Any], plan: SlotPlan, offset: timedelta
+) -> list[_SlotRecord]:
     next_run = None if plan.next_due is None else iso(plan.next_due)
+    # With jitter the request says when it was due to leave, so the dispatcher's fire lag
+    # measures the scheduler's precision, not the offset (absent without jitter).
+    jitter = {"jitter_offset_ms": offset // timedelta(milliseconds=1)} if offset else {}
     records = [
         _SlotRecord(
             webhook_id,
@@ -97,6 +112,7 @@ def _slot_records(webhook_id: int, config: dict[str, Any], plan: SlotPlan) -> li
                 "missed_count": delivery.missed_count,
                 "next_run_at": next_run,
                 "target": target_of(config),
+                **jitter,
             },
         )
         for delivery in plan.deliveries
@@ -180,6 +196,7 @@ async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000)
         retries: list[Append] = []
         fires: list[Append] = []
         moves: list[tuple[str, datetime | None]] = []
+        configs: dict[int, dict[str, Any]] = {}
         for row in rows:
             if row["kind"] == "retry":
                 retries.append(_retry_append(row))
@@ -195,16 +212,23 @@ async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000)
                 retries.append((stream, version, event, Causation.new("scheduler")))
                 moves.append((row["timer_key"], None))
                 continue
-            plan = _plan(row, now) if row["kind"] == "cron" else None
-            if plan is None:
+            planned = _plan(row, now) if row["kind"] == "cron" else None
+            if planned is None:
                 moves.append((row["timer_key"], None))
                 continue
-            slots.extend(_slot_records(row["subject"], row["config"], plan))
-            moves.append((row["timer_key"], plan.next_due))
+            plan, offset = planned
+            slots.extend(_slot_records(row["subject"], row["config"], plan, offset))
+            configs[row["subject"]] = row["config"]
+            next_due = None if plan.next_due is None else plan.next_due + offset
+            moves.append((row["timer_key"], next_due))
         retries = await _with_changes(conn, retries)
-        appends = await _record_slots(conn, slots) + await _current(conn, retries) + fires
+        requested = await budget.apply(conn, await _record_slots(conn, slots), configs)
+        appends = requested + await _current(conn, retries) + fires
         await _append_all(conn, appends, now)
         REQUESTED.inc(sum(1 for _, _, e, _ in appends if e.type == EventType.DELIVERY_REQUESTED))
+        SKIPPED.labels("budget").inc(
+            sum(1 for _, _, e, _ in requested if e.data.get("reason") == "budget")
+        )
         await _move_timers(conn, moves)
         return len(rows)
 

@@ -7,7 +7,7 @@ a new or moved slot is picked up at once, not at the next tick.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -15,6 +15,7 @@ import structlog
 
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, Event, EventType
+from cronhooks_common.jitter import offset_of
 from cronhooks_common.webhooks import SCHEDULE_FIELDS
 
 log = structlog.get_logger(__name__)
@@ -66,6 +67,18 @@ async def set_cron_timer(
     await conn.execute("select pg_notify($1, '')", TIMERS_CHANNEL)
 
 
+async def move_cron_timer(conn: asyncpg.Connection, webhook_id: int, shift: timedelta) -> None:
+    """Move a webhook's pending cron timer by `shift` (its slot is due_at - offset)."""
+    if not shift:
+        return
+    await conn.execute(
+        "update scheduler.timers set due_at = due_at + $2 where timer_key = $1",
+        cron_key(webhook_id),
+        shift,
+    )
+    await conn.execute("select pg_notify($1, '')", TIMERS_CHANNEL)
+
+
 async def on_webhook_event(conn: asyncpg.Connection, event: Event) -> None:
     webhook_id = int(event.data["webhook_id"])
     row = await conn.fetchrow(
@@ -76,6 +89,7 @@ async def on_webhook_event(conn: asyncpg.Connection, event: Event) -> None:
     if row is not None and row["stream_version"] >= event.version:
         return  # an older event arriving late: the newer state is already applied
     config = dict(row["config"]) if row is not None else {}
+    old = config
     deleted = False
     gone = bool(row["gone"]) if row is not None else False
     reschedule = True
@@ -113,6 +127,14 @@ async def on_webhook_event(conn: asyncpg.Connection, event: Event) -> None:
     elif reschedule:
         # Created, rescheduled or resumed: the next slot after the change, never a catch-up
         # of slots from before it. (The event's own time, not "now": a late-processed
-        # change still yields exactly the slot admin-api reports as nextRunAt.)
-        await set_cron_timer(conn, webhook_id, next_slot(config, event.occurred_at))
+        # change still yields exactly the slot admin-api reports as nextRunAt.) The timer
+        # is due at slot + the jitter offset (CONTRACT §13); nextRunAt stays the slot.
+        slot = next_slot(config, event.occurred_at)
+        due = None if slot is None else slot + offset_of(webhook_id, config)
+        await set_cron_timer(conn, webhook_id, due)
+    elif "jitter_seconds" in event.data.get("changed", ()):
+        # The pending slot stays; only its send time moves to slot + the new offset (at
+        # once: the change is live, not from the next slot on).
+        shift = offset_of(webhook_id, config) - offset_of(webhook_id, old)
+        await move_cron_timer(conn, webhook_id, shift)
     log.info("webhook_projected", webhook_id=webhook_id, event_type=event.type)

@@ -16,7 +16,10 @@ const FIELDS = {
 FIELDS.cron.push("executionGroup");
 // CONTRACT §13: the globs of the notes each delivery carries (a list like readPatterns).
 FIELDS.cron.push("attachNotes");
-const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds"]);
+// CONTRACT §13: jitter and the daily budget (an empty budget is null: no limit, also on edit).
+FIELDS.cron.push("jitterSeconds", "maxDeliveriesPerDay");
+const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds", "jitterSeconds",
+  "maxDeliveriesPerDay"]);
 const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns", "attachNotes"]);
 
 /** Says the list should be reloaded (main.js listens). */
