@@ -318,11 +318,14 @@ async def test_a_limit_change_applies_from_the_next_slot(settings: Settings, age
         # Without a limit nothing is counted: the row stays as the limit left it.
         assert await counts(settings.database_url, hook) == {start.date(): 2}
 
+        # A limit set again counts the day's requested deliveries (slots 1, 3 and 5; the
+        # skipped ones were not requested), then the next slot: 4.
         # A slot fired again (a replay after a crash: its timer put back) is not counted
         # twice: slot_requests knows it, so nothing is appended and nothing counted.
         await update(r, token, settings.database_url, hook, maxDeliveriesPerDay=5)
-        rows = await slot_at(r, token, clock, hook, slot + timedelta(minutes=5) + MS, 6)
         assert await counts(settings.database_url, hook) == {start.date(): 3}
+        rows = await slot_at(r, token, clock, hook, slot + timedelta(minutes=5) + MS, 6)
+        assert await counts(settings.database_url, hook) == {start.date(): 4}
         pool = await db.create_pool(settings.database_url, name="replay")
         try:
             async with pool.acquire() as conn:
@@ -334,8 +337,39 @@ async def test_a_limit_change_applies_from_the_next_slot(settings: Settings, age
             await fire_due(pool, now=clock.now())
         finally:
             await pool.close()
-        assert await counts(settings.database_url, hook) == {start.date(): 3}
+        assert await counts(settings.database_url, hook) == {start.date(): 4}
         assert len(await history(r, token, hook)) == 6
+
+
+async def test_a_limit_set_mid_day_counts_that_days_deliveries(
+    settings: Settings, agent: Agent
+) -> None:
+    # CONTRACT §13: "once that many deliveries of the webhook were requested in the current
+    # day of its zone": those from before the limit was set count too, yesterday's do not.
+    start = datetime(2026, 6, 1, 21, 49, 30, tzinfo=UTC)
+    clock = ManualClock(start)
+    slot = start + timedelta(seconds=30)  # 23:50 in Berlin; ten minutes on is its midnight
+    async with running(settings, clock) as r:
+        token = await admin_token(settings.database_url)
+        hook, _ = await create_webhook(
+            r, token, agent.url, cronSchedule="* * * * *", timezone="Europe/Berlin"
+        )
+        await slot_at(r, token, clock, hook, slot + MS, 1)  # Berlin's 06-01: not today's
+        for minute in range(10, 13):  # three slots of Berlin's 06-02 (the first a catch-up)
+            await slot_at(r, token, clock, hook, slot + timedelta(minutes=minute) + MS, minute - 8)
+        manual = await trigger(r, token, hook)
+        assert (await finished(r, token, manual))["status"] == "success"
+        assert await counts(settings.database_url, hook) == {}  # no limit: nothing counted
+
+        await update(r, token, settings.database_url, hook, maxDeliveriesPerDay=5)
+        assert await counts(settings.database_url, hook) == {date(2026, 6, 2): 4}
+        rows = await slot_at(r, token, clock, hook, slot + timedelta(minutes=13) + MS, 6)
+        rows = await slot_at(r, token, clock, hook, slot + timedelta(minutes=14) + MS, 7)
+        assert [d["status"] for d in rows[-2:]] == ["success", "skipped"]
+        assert rows[-1]["error"] == "budget"
+        # Setting another limit keeps counting from the row: no second seed.
+        await update(r, token, settings.database_url, hook, maxDeliveriesPerDay=9)
+        assert await counts(settings.database_url, hook) == {date(2026, 6, 2): 5}
 
 
 async def test_the_day_is_the_webhooks_calendar_day_also_on_a_dst_day(

@@ -9,14 +9,15 @@ exactly what the event store holds: a rolled-back append leaves no count, a repl
 slot (already in `slot_requests`) is not counted again. The row lock orders concurrent
 writers (scheduler replicas, admin-api), so a limit is never exceeded by slots.
 
-Only webhooks with a limit are counted: those without one cost nothing here. The count
-starts when a limit is set (deliveries of that day from before it are not counted).
+Only webhooks with a limit are counted: those without one cost nothing here. When a
+limit is set on a webhook that had none, admin-api seeds the day's row from its delivery
+history (`seed`), so the deliveries of that day from before the limit count too.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from datetime import date, datetime
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 import asyncpg
@@ -35,6 +36,31 @@ def daily_limit(config: dict[str, Any]) -> int | None:
 def local_day(instant: datetime, timezone: str) -> date:
     """The calendar day of `instant` in the zone: days of 23 or 25 hours need no care."""
     return instant.astimezone(parse_zone(timezone)).date()
+
+
+def day_bounds(day: date, timezone: str) -> tuple[datetime, datetime]:
+    """The instants at which `day` starts and ends in the zone (a midnight that a DST change
+    skips is read with the offset before it, i.e. as the instant of the change)."""
+    zone = parse_zone(timezone)
+    start = datetime.combine(day, time.min, tzinfo=zone)
+    end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=zone)
+    return start, end
+
+
+async def seed(conn: asyncpg.Connection, key: DayKey, requested: int) -> None:
+    """Raise the day's count to at least `requested` (the deliveries the day already had
+    when a limit was set; a count already kept, from an earlier limit, is never lowered)."""
+    await conn.execute(
+        """
+        insert into shared.daily_deliveries as d (webhook_id, day, requested)
+        values ($1, $2, $3)
+        on conflict (webhook_id, day) do update
+            set requested = greatest(d.requested, excluded.requested)
+        """,
+        key[0],
+        key[1],
+        requested,
+    )
 
 
 async def _lock_days(conn: asyncpg.Connection, keys: list[DayKey]) -> dict[DayKey, int]:

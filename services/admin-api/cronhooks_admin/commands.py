@@ -146,6 +146,8 @@ class Commands:
                         },
                     )
                 )
+            if kind == CRON and "max_deliveries_per_day" in changed:
+                await self._seed_budget(conn, webhook_id, config, merged)
             if new_secret is not None:
                 await self._store_secret(conn, webhook_id, new_secret)
                 events.append(
@@ -280,6 +282,34 @@ class Commands:
             return
         day = budget.local_day(self.clock.now(), state.config["timezone"])
         await budget.count_manual(conn, [(webhook_id, day)] * n)
+
+    async def _seed_budget(
+        self,
+        conn: asyncpg.Connection,
+        webhook_id: int,
+        before: dict[str, Any],
+        after: dict[str, Any],
+    ) -> None:
+        """A limit set on a webhook that had none counts the day's deliveries so far
+        (CONTRACT §13: "once that many deliveries ... were requested in the current day"),
+        from the delivery history: skipped slots were not requested, retries have no row.
+        Slots the scheduler requested in the last moments before this command may not be
+        projected yet; they are the ones "a change applies from the next slot" allows for."""
+        if budget.daily_limit(before) is not None or budget.daily_limit(after) is None:
+            return  # counting already (the row is current), or no limit now
+        day = budget.local_day(self.clock.now(), after["timezone"])
+        start, end = budget.day_bounds(day, after["timezone"])
+        requested = await conn.fetchval(
+            """
+            select count(*) from admin.deliveries
+            where cron_webhook_id = $1 and status <> 'skipped'
+              and created_at >= $2 and created_at < $3
+            """,
+            webhook_id,
+            start,
+            end,
+        )
+        await budget.seed(conn, (webhook_id, day), requested)
 
     async def _live_webhook(
         self, conn: asyncpg.Connection, webhook_id: int, kind: str | None
