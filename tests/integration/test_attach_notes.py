@@ -64,6 +64,11 @@ def note(path: str, content: str) -> dict[str, str]:
     return {"path": path, "content": content, "content_hash": content_hash(content)}
 
 
+def short(sent: dict[str, str]) -> dict[str, str]:
+    """A context note as the attempt log records it: no content."""
+    return {"path": sent["path"], "content_hash": sent["content_hash"]}
+
+
 async def test_matching_readable_visible_notes_are_attached_by_path(system) -> None:  # type: ignore[no-untyped-def]
     r, token, _, agent = system
     await push(
@@ -99,9 +104,11 @@ async def test_matching_readable_visible_notes_are_attached_by_path(system) -> N
     assert "context_truncated" not in sent
     # Without attachNotes the body is as before: no context keys at all.
     assert "context_notes" not in without.body and "context_truncated" not in without.body
-    # The attempt log records the body as sent.
+    # The attempt log records the body as sent, each note without its content (the
+    # note's history holds it under the hash).
     d = await finished(r, token, delivery_id)
-    assert json.loads(d["attempts"][0]["requestBody"]) == json.loads(got.raw)
+    logged = json.loads(d["attempts"][0]["requestBody"])
+    assert logged == {**sent, "context_notes": [short(n) for n in sent["context_notes"]]}
 
 
 async def test_a_retry_sends_the_notes_as_they_are_at_that_attempt(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
@@ -134,7 +141,10 @@ async def test_a_retry_sends_the_notes_as_they_are_at_that_attempt(system, setti
         note("ctx/plan.md", "version two"),
     ]
     logged = [json.loads(a["requestBody"])["context_notes"] for a in d["attempts"]]
-    assert logged == [first.body["context_notes"], second.body["context_notes"]]
+    assert logged == [
+        [short(n) for n in first.body["context_notes"]],
+        [short(n) for n in second.body["context_notes"]],
+    ]
 
 
 async def test_the_cap_keeps_whole_notes_in_path_order_and_says_truncated(system) -> None:  # type: ignore[no-untyped-def]

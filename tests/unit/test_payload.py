@@ -84,3 +84,24 @@ def test_the_recorded_body_is_the_redacted_one_whether_or_not_a_token_is_in_it()
     for body in (with_token, without):
         assert recorded(body, encode(body)) == redacted(body)
     assert "secret-token" not in recorded(with_token, encode(with_token))
+
+
+def test_the_recorded_body_keeps_context_notes_by_path_and_hash_only() -> None:
+    from cronhooks_dispatcher.context_notes import ContextNotes
+
+    notes = [{"path": "ctx/a.md", "content": "x" * 1000, "content_hash": "ab12"}]
+    body = build_body(
+        {**REQUEST, "target": {**TARGET, "attach_notes": ["ctx/*"]}},
+        timestamp=1,
+        api_token=None,
+        api_url=None,
+        context=ContextNotes(notes, truncated=True),
+    )
+    raw = encode(body)
+    assert json.loads(raw)["context_notes"] == notes  # sent whole
+    logged = json.loads(recorded(body, raw))
+    assert logged["context_notes"] == [{"path": "ctx/a.md", "content_hash": "ab12"}]
+    assert logged["context_truncated"] is True
+    assert {k: v for k, v in logged.items() if k != "context_notes"} == {
+        k: v for k, v in body.items() if k != "context_notes"
+    }

@@ -84,12 +84,26 @@ def encode(body: dict[str, Any]) -> bytes:
 
 def recorded(body: dict[str, Any], raw: bytes) -> str:
     """The body as recorded, given the bytes sent: those bytes as they are unless a token
-    must be redacted (most deliveries carry none: no second encoding)."""
-    return redacted(body) if "api_token" in body else jsonfast.text(raw)
+    must be redacted or context notes shortened (most deliveries carry neither: no second
+    encoding)."""
+    if "api_token" in body or "context_notes" in body:
+        return redacted(body)
+    return jsonfast.text(raw)
 
 
 def redacted(body: dict[str, Any]) -> str:
-    """The body as recorded in logs and events: the token replaced."""
+    """The body as recorded in logs and events: the token replaced, and each context note
+    without its content — path and content_hash name the version sent, which the note's
+    own history (`note.changed`) holds; recording up to 1 MiB of notes again with every
+    attempt of every slot would make the attempt log mostly copies of the note store."""
     if "api_token" in body:
         body = {**body, "api_token": REDACTED}
+    if "context_notes" in body:
+        body = {
+            **body,
+            "context_notes": [
+                {"path": n["path"], "content_hash": n["content_hash"]}
+                for n in body["context_notes"]
+            ],
+        }
     return jsonfast.dumps(body)
