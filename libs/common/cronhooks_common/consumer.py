@@ -57,6 +57,7 @@ from cronhooks_common.broker import (
     TRANSIENT_AMQP_ERRORS,
     declare_exchange,
 )
+from cronhooks_common.buckets import Router
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import Event
 from cronhooks_common.trust import as_stored
@@ -125,6 +126,7 @@ class Consumer:
         self._amqp = amqp
         self._pool = pool
         self._inbox = inbox
+        self._router = Router()  # the partition of each stored event read
         self._routing_keys = tuple(str(key) for key in routing_keys)
         self._transactional = transactional
         self._free = free
@@ -312,7 +314,9 @@ class Consumer:
     async def _transact(self, parsed: list[tuple[DeliveredMessage, Event]]) -> None:
         assert self._transactional is not None and self._pool is not None
         async with self._pool.acquire() as conn, conn.transaction():
-            stored = await eventstore.read_events(conn, [event.event_id for _, event in parsed])
+            stored = await eventstore.read_events(
+                conn, [(event.event_id, event.stream) for _, event in parsed], self._router
+            )
             genuine = [
                 event
                 for _, sent in parsed

@@ -31,7 +31,14 @@ from cronhooks_common import db, eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.events import CHANGE, Causation, Event, EventType, NewEvent, delivery_stream
 from cronhooks_common.relay import NOTIFY_CHANNEL
-from cronhooks_common.tail import Checkpoint, follow, held_back, read_rest_of, scan_after
+from cronhooks_common.tail import (
+    KEPT_EVENTS,
+    Checkpoint,
+    follow,
+    held_back,
+    read_rest_of,
+    scan_after,
+)
 from cronhooks_common.webhooks import target_of
 from cronhooks_importer.change_index import ChangeIndex, ChangeWebhook
 
@@ -119,9 +126,12 @@ class ChangeMatcher:
                 )
                 after = Checkpoint(row["txid"], row["position"])
                 index = await self._index_for(conn, after)
-                events, last, scanned = await scan_after(conn, after, self._batch_size, types=TYPES)
+                # Webhooks and notes are streams kept forever: only their partition is read.
+                events, last, scanned = await scan_after(
+                    conn, after, self._batch_size, types=TYPES, table=KEPT_EVENTS
+                )
                 if scanned == self._batch_size:
-                    rest, last = await read_rest_of(conn, last, types=TYPES)
+                    rest, last = await read_rest_of(conn, last, types=TYPES, table=KEPT_EVENTS)
                     events += rest
                 if events:
                     await self._apply(conn, index, events)
@@ -131,7 +141,7 @@ class ChangeMatcher:
                         last.txid,
                         last.position,
                     )
-                waiting = await held_back(conn, last)
+                waiting = await held_back(conn, last, table=KEPT_EVENTS)
         except BaseException:
             self._index = None  # its changes may not have committed: load it again
             raise
