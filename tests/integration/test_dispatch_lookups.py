@@ -33,7 +33,8 @@ async def test_a_burst_is_one_query_and_every_answer_matches_its_key(pool: async
             for name, new in news.items()
         }
     await pool.execute(
-        "insert into dispatcher.inbox (event_id) values ($1)", stored["handled"].event_id
+        "insert into dispatcher.inbox (event_id, delivery_id) values ($1, 0)",
+        stored["handled"].event_id,
     )
     forged = uuid.uuid4()
 
@@ -69,6 +70,7 @@ async def test_a_burst_is_one_query_and_every_answer_matches_its_key(pool: async
 
     # No cache: a request handled since is seen as handled at the next look.
     await pool.execute(
-        "insert into dispatcher.inbox (event_id) values ($1)", stored["fresh"].event_id
+        "insert into dispatcher.inbox (event_id, delivery_id) values ($1, 0)",
+        stored["fresh"].event_id,
     )
     assert (await lookups.load((stored["fresh"].event_id, stored["fresh"].stream))).handled

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import cast
 from uuid import UUID
 
@@ -57,7 +57,7 @@ from cronhooks_common.broker import (
     TRANSIENT_AMQP_ERRORS,
     declare_exchange,
 )
-from cronhooks_common.buckets import Router
+from cronhooks_common.buckets import Router, delivery_of
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import Event
 from cronhooks_common.trust import as_stored
@@ -75,24 +75,23 @@ RESUBSCRIBE_CHECK_SECONDS = 1.0  # how often the subscription is checked after a
 POISON_TRIES = 5  # attempts before a message that fails with a non-transient error is parked
 
 
-async def claim_event(conn: asyncpg.Connection, inbox: str, event_id: UUID) -> bool:
-    """Record `event_id` in the `inbox` table; False if it was handled before.
+async def claim_event(conn: asyncpg.Connection, inbox: str, event: Event) -> bool:
+    """Record `event` in the `inbox` table; False if it was handled before.
 
     Call inside the transaction of the effect: both commit together or neither does.
+    Inboxes are partitioned by the delivery bucket of the event's stream (retention).
     """
-    row = await conn.fetchval(
-        f"insert into {inbox} (event_id) values ($1) on conflict do nothing returning true",
-        event_id,
-    )
-    return bool(row)
+    return bool(await claim_events(conn, inbox, [event]))
 
 
-async def claim_events(conn: asyncpg.Connection, inbox: str, event_ids: list[UUID]) -> set[UUID]:
+async def claim_events(conn: asyncpg.Connection, inbox: str, events: Sequence[Event]) -> set[UUID]:
     """The batch form of `claim_event`, in one statement: the ids not handled before."""
     rows = await conn.fetch(
-        f"insert into {inbox} (event_id) select unnest($1::uuid[])"
+        f"insert into {inbox} (event_id, delivery_id)"
+        " select * from unnest($1::uuid[], $2::bigint[])"
         " on conflict do nothing returning event_id",
-        event_ids,
+        [e.event_id for e in events],
+        [delivery_of(e.stream) for e in events],
     )
     return {r["event_id"] for r in rows}
 
@@ -322,7 +321,7 @@ class Consumer:
                 for _, sent in parsed
                 if (event := as_stored(sent, stored.get(sent.event_id), consumer=self.name))
             ]
-            fresh = await claim_events(conn, self._inbox, [event.event_id for event in genuine])
+            fresh = await claim_events(conn, self._inbox, genuine)
             for event in genuine:
                 if event.event_id in fresh:
                     fresh.discard(event.event_id)  # a copy of it later in the batch is a repeat

@@ -103,7 +103,7 @@ class _Handled(Exception):
 
 async def _follow(conn: asyncpg.Connection, cause: Event, event: NewEvent, now: datetime) -> None:
     """Record `event` after the request `cause`, claiming the request in the inbox."""
-    if not await claim_events(conn, INBOX, [cause.event_id]):
+    if not await claim_events(conn, INBOX, [cause]):
         raise _Handled
     try:
         async with conn.transaction():

@@ -31,11 +31,11 @@ class Lookup(NamedTuple):
 
 
 # The secret is found through the *stored* event's webhook_id, never the message's.
-# `{events}` is one partition of eventstore.events.
+# `{events}` and `{inbox}` are the partitions of the messages' bucket.
 _SQL = """
 select k.i, e.event_id, e.type, e.stream, e.version, e.occurred_at, e.data, e.correlation_id,
        e.causation_id, e.actor, e.schema_version,
-       exists (select 1 from dispatcher.inbox i where i.event_id = k.event_id) as handled,
+       exists (select 1 from {inbox} i where i.event_id = k.event_id) as handled,
        (select s.ciphertext from shared.webhook_secrets s
         where s.webhook_id = (e.data->>'webhook_id')::bigint) as sealed_secret
 from unnest($1::uuid[]) with ordinality as k(event_id, i)
@@ -58,7 +58,10 @@ class DeliveryLookups(DataLoader[Key, Lookup]):
             suffix: str, group: list[tuple[int, Key]]
         ) -> list[tuple[int, asyncpg.Record]]:
             rows = await self._pool.fetch(
-                _SQL.format(events=partition("eventstore.events", suffix)),
+                _SQL.format(
+                    events=partition("eventstore.events", suffix),
+                    inbox=partition("dispatcher.inbox", suffix),
+                ),
                 [event_id for _, (event_id, _) in group],
             )
             # The query numbers its keys from 1; give back the batch's own index.

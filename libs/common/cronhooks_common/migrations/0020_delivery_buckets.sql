@@ -101,3 +101,38 @@ alter table eventstore.outbox add column delivery_id bigint not null default 0;
 update eventstore.outbox o set delivery_id = e.delivery_id
 from eventstore.events e where e.position = o.position;
 alter table eventstore.outbox alter column delivery_id drop default;
+
+-- Who must have read a bucket before it is dropped: each tail reader of every event
+-- registers a query answering its checkpoint (txid, position). A bucket whose last event
+-- is beyond a reader's checkpoint is held (a long-down reader loses nothing).
+create table eventstore.bucket_readers (
+    name        text primary key,
+    checkpoint  text not null       -- select txid, position from ...
+);
+
+-- What else must change when a bucket goes, in tables that are kept (e.g. a webhook's
+-- "last delivery" that pointed into it). Each statement takes the bucket's bounds
+-- ($1 = lo, $2 = hi) and runs in the transaction that drops it.
+create table eventstore.bucket_cleanups (
+    name       text primary key,
+    statement  text not null
+);
+
+-- For the services' migrations: give a table partitioned by range (delivery_id) its
+-- `kept` partition (delivery_id 0: rows of streams kept forever), its default, one
+-- partition per existing bucket, and register it, so the retention job creates and drops
+-- its buckets with the others'.
+create function eventstore.partition_by_buckets(parent text) returns void
+    language plpgsql as $$
+declare
+    b record;
+begin
+    execute format('create table %s_kept partition of %s for values from (minvalue) to (1)',
+                   parent, parent);
+    execute format('create table %s_default partition of %s default', parent, parent);
+    for b in select bucket, lo, hi from eventstore.buckets order by bucket loop
+        execute format('create table %s_b%s partition of %s for values from (%s) to (%s)',
+                       parent, b.bucket, parent, b.lo, b.hi);
+    end loop;
+    insert into eventstore.bucketed_tables (name) values (parent);
+end $$;

@@ -1,0 +1,240 @@
+"""Retention (CONTRACT §12): delivery buckets are opened ahead of the ids and dropped whole.
+
+A bucket is a range of delivery ids, about a day of them (buckets.py routes reads to its
+partitions). The job, run by the scheduler under an advisory lock (one replica at a time),
+each step:
+
+- **opens**: once the open bucket is a day old, moves the delivery-id sequence to the
+  next bucket (ids skip the rest of the old range: ids are unique, never contiguous), and
+  keeps one spare bucket ahead, sized from the ids the last day used, so ids never run
+  beyond every bucket (they would land in the default partition, which is never dropped);
+- **drops** a bucket whose last event is older than `CRONHOOKS_DELIVERY_RETENTION_DAYS`,
+  unless a delivery in it has not finished or a registered tail reader
+  (`eventstore.bucket_readers`) has not read past its last event: then the bucket is held
+  and the log says why (`retention_bucket_held`).
+
+Ages come from the events' `occurred_at` (the writers' clock) and the job's clock, so
+tests move time with a ManualClock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import asyncpg
+import structlog
+
+from cronhooks_common import bucket_ddl
+from cronhooks_common.buckets import partition
+from cronhooks_common.clock import Clock
+from cronhooks_common.db import TRANSIENT_DB_ERRORS
+
+log = structlog.get_logger(__name__)
+
+RETENTION_LOCK = 0x63726F6E_72657465  # "cronrete"
+SPAN = timedelta(days=1)  # a bucket's time of filling
+MIN_WIDTH = 1_000  # ids in a bucket, at least
+HEADROOM = 1.5  # a spare holds this many times the ids the open bucket used per SPAN
+JUMP_MARGIN = 100  # the sequence is moved only when this far below the next bucket
+EVERY = timedelta(minutes=5)  # how often the job looks
+# The final outcomes of a delivery: after one, nothing is appended to its stream.
+FINAL = ("delivery.succeeded", "delivery.failed", "delivery.skipped")
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    bucket: int
+    lo: int
+    hi: int
+    opened_at: datetime | None  # None: a spare, no id minted in it yet
+
+
+def spare_width(open_: Bucket, next_id: int, now: datetime) -> int:
+    """Ids for the next bucket: HEADROOM × what the open bucket used per SPAN so far
+    (counted over an hour at least, so a young bucket does not extrapolate a burst)."""
+    assert open_.opened_at is not None
+    used = max(next_id - open_.lo, 0)
+    elapsed = max(now - open_.opened_at, timedelta(hours=1))
+    return max(MIN_WIDTH, math.ceil(HEADROOM * used * (SPAN / elapsed)))
+
+
+def open_bucket(buckets: list[Bucket], next_id: int) -> Bucket:
+    """The bucket the next id is minted in: the last opened one, or the spare the ids have
+    run into since (a busier day than the spare's size foresaw)."""
+    opened = [b for b in buckets if b.opened_at is not None]
+    current = max(opened, key=lambda b: b.lo)
+    return next((b for b in buckets if b.lo <= next_id < b.hi), current)
+
+
+class RetentionJob:
+    def __init__(
+        self,
+        *,
+        pool: asyncpg.Pool,
+        clock: Clock,
+        delivery_retention_days: int,
+    ) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._retention = (
+            timedelta(days=delivery_retention_days) if delivery_retention_days else None
+        )
+        self._wake = asyncio.Event()
+
+    async def run(self) -> None:
+        """Step every EVERY of the clock, for ever; a database that is gone is waited for."""
+        while True:
+            try:
+                await self.step()
+            except TRANSIENT_DB_ERRORS as exc:
+                log.warning("retention_database_unavailable", error=repr(exc))
+            except Exception:
+                log.exception("retention_failed")
+            await self._clock.sleep_until(self._clock.now() + EVERY, self._wake)
+
+    def poke(self) -> None:
+        """Step now (tests, after moving the clock)."""
+        self._wake.set()
+
+    async def step(self) -> list[int]:
+        """Open and drop what is due; the buckets dropped."""
+        self._wake.clear()
+        now = self._clock.now()
+        async with self._pool.acquire() as conn:
+            # A session lock, as partitions are created and dropped in several transactions.
+            if not await conn.fetchval("select pg_try_advisory_lock($1)", RETENTION_LOCK):
+                return []
+            try:
+                await self._open(conn, now)
+                return await self._drop(conn, now) if self._retention else []
+            finally:
+                await conn.execute("select pg_advisory_unlock($1)", RETENTION_LOCK)
+
+    async def _open(self, conn: asyncpg.Connection, now: datetime) -> None:
+        async with conn.transaction():
+            buckets = await _buckets(conn)
+            next_id = await _next_id(conn)
+            current = open_bucket(buckets, next_id)
+            if current.opened_at is None:  # the ids ran into the spare
+                await _mark_open(conn, current.bucket, now)
+                current = Bucket(current.bucket, current.lo, current.hi, now)
+            spare = next((b for b in buckets if b.lo >= current.hi), None)
+            if spare is None:
+                last = max(buckets, key=lambda b: b.hi)
+                width = spare_width(current, next_id, now)
+                number = max(b.bucket for b in buckets) + 1
+                await bucket_ddl.create_bucket(conn, number, last.hi, last.hi + width)
+                log.info("retention_bucket_created", bucket=number, lo=last.hi, width=width)
+                spare = Bucket(number, last.hi, last.hi + width, None)
+            assert current.opened_at is not None
+            if now - current.opened_at >= SPAN and await _jump(conn, spare.lo):
+                await _mark_open(conn, spare.bucket, now)
+                log.info("retention_bucket_opened", bucket=spare.bucket, closed=current.bucket)
+
+    async def _drop(self, conn: asyncpg.Connection, now: datetime) -> list[int]:
+        assert self._retention is not None
+        dropped = []
+        buckets = await _buckets(conn)
+        current = open_bucket(buckets, await _next_id(conn))
+        ordered = sorted(buckets, key=lambda b: b.lo)
+        before = now - self._retention
+        for b, successor in zip(ordered, ordered[1:], strict=False):
+            # A bucket took ids until its successor opened: if that is not older than the
+            # retention, the bucket may hold a young delivery (or one about to be written).
+            if b.lo >= current.lo or successor.opened_at is None or successor.opened_at >= before:
+                break
+            if await self._droppable(conn, b, before):
+                async with conn.transaction():
+                    # Short waits for the partitions' locks: better to try again next
+                    # step than to queue the hot path behind a waiting DROP.
+                    await conn.execute("set local lock_timeout = '2s'")
+                    await bucket_ddl.drop_bucket(conn, b.bucket, b.lo, b.hi)
+                log.info("retention_bucket_dropped", bucket=b.bucket, lo=b.lo, hi=b.hi)
+                dropped.append(b.bucket)
+        return dropped
+
+    async def _droppable(self, conn: asyncpg.Connection, b: Bucket, before: datetime) -> bool:
+        events = partition(bucket_ddl.EVENTS, f"b{b.bucket}")
+        last = await conn.fetchrow(
+            f"select occurred_at from {events} order by position desc limit 1"
+        )
+        if last is not None and last["occurred_at"] >= before:
+            return False  # not old enough: nothing to say
+        # Every delivery of the bucket has its final outcome (one still retrying, queued
+        # or waiting for the importer keeps the whole bucket).
+        unfinished = await conn.fetchrow(
+            f"""
+            select count(*) as n, min(stream) as example from (
+                select distinct on (stream) stream, type from {events}
+                order by stream, version desc
+            ) s where type <> all($1::text[])
+            """,
+            list(FINAL),
+        )
+        if unfinished["n"]:
+            log.warning(
+                "retention_bucket_held",
+                bucket=b.bucket,
+                reason="unfinished_deliveries",
+                deliveries=unfinished["n"],
+                example=unfinished["example"],
+            )
+            return False
+        behind = await _readers_behind(conn, events)
+        if behind:
+            log.warning(
+                "retention_bucket_held", bucket=b.bucket, reason="not_yet_read", readers=behind
+            )
+            return False
+        return True
+
+
+async def _buckets(conn: asyncpg.Connection) -> list[Bucket]:
+    rows = await conn.fetch("select bucket, lo, hi, opened_at from eventstore.buckets")
+    return [Bucket(r["bucket"], r["lo"], r["hi"], r["opened_at"]) for r in rows]
+
+
+async def _next_id(conn: asyncpg.Connection) -> int:
+    """The id the sequence hands out next."""
+    row = await conn.fetchrow("select last_value, is_called from eventstore.delivery_ids")
+    return int(row["last_value"]) + 1 if row["is_called"] else int(row["last_value"])
+
+
+async def _mark_open(conn: asyncpg.Connection, bucket: int, now: datetime) -> None:
+    await conn.execute(
+        "update eventstore.buckets set opened_at = $2 where bucket = $1", bucket, now
+    )
+
+
+async def _jump(conn: asyncpg.Connection, lo: int) -> bool:
+    """Move the id sequence so that the next id is `lo`, the bucket's first.
+
+    setval is not transactional and a writer may take an id at the same instant: the
+    statement moves the sequence only while it is JUMP_MARGIN below the target, within one
+    statement, so no id already handed out can be handed out again."""
+    moved = await conn.fetchval(
+        "select setval('eventstore.delivery_ids', $1, false) from eventstore.delivery_ids"
+        " where last_value < $1 - $2",
+        lo,
+        JUMP_MARGIN,
+    )
+    return moved is not None
+
+
+async def _readers_behind(conn: asyncpg.Connection, events: str) -> list[str]:
+    """The registered tail readers whose checkpoint has not passed the partition's last
+    event in (txid, position) order."""
+    last = await conn.fetchrow(
+        f"select txid, position from {events} order by txid desc, position desc limit 1"
+    )
+    if last is None:
+        return []
+    behind = []
+    for reader in await conn.fetch("select name, checkpoint from eventstore.bucket_readers"):
+        at = await conn.fetchrow(reader["checkpoint"])
+        if at is None or (at["txid"], at["position"]) < (last["txid"], last["position"]):
+            behind.append(reader["name"])
+    return behind
