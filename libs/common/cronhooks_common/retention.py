@@ -20,6 +20,7 @@ tests move time with a ManualClock.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -141,7 +142,7 @@ class RetentionJob:
         current = open_bucket(buckets, await _next_id(conn))
         ordered = sorted(buckets, key=lambda b: b.lo)
         before = now - self._retention
-        for b, successor in zip(ordered, ordered[1:], strict=False):
+        for b, successor in itertools.pairwise(ordered):
             # A bucket took ids until its successor opened: if that is not older than the
             # retention, the bucket may hold a young delivery (or one about to be written).
             if b.lo >= current.lo or successor.opened_at is None or successor.opened_at >= before:
