@@ -18,8 +18,10 @@ from aiohttp import web
 from cronhooks_common import eventstore
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.events import Causation, NewEvent
+from cronhooks_common.live_tail import LiveTail
 from cronhooks_common.retention import RetentionJob
 from cronhooks_common.settings import Settings
+from cronhooks_common.tail import START
 from tests.integration.test_admin_rebuild import TABLES, quiet, snapshot
 from tests.support.agent import Agent, Received
 from tests.support.flows import DELIVERY, create_webhook, finished, retry_due, trigger
@@ -245,3 +247,36 @@ async def test_a_bucket_waits_for_the_projector(pool: asyncpg.Pool) -> None:
 
 async def _ok() -> web.StreamResponse:
     return web.Response(status=200)
+
+
+async def test_a_sealed_bucket_refuses_appends_and_leaves_the_projectors_reads(
+    pool: asyncpg.Pool,
+) -> None:
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    job = RetentionJob(pool=pool, clock=clock, delivery_retention_days=30)
+    await job.step()
+    clock.advance(DAY + timedelta(minutes=1))
+    await job.step()  # bucket 1 closes, empty
+    tail = LiveTail()
+    async with pool.acquire() as conn:
+        await tail.read_after(conn, START, 10)
+        assert "eventstore.events_b1" in tail.tables(START)
+        clock.advance(timedelta(minutes=11))
+        await job.step()  # ... and is sealed: every delivery in it (none) has finished
+        await tail.read_after(conn, START, 10)  # sees the generation move, loads again
+        assert tail.tables(START) == [
+            "eventstore.events_kept",
+            "eventstore.events_default",
+            "eventstore.events_b2",
+            "eventstore.events_b3",
+        ]
+        with pytest.raises(asyncpg.CheckViolationError):
+            async with conn.transaction():
+                await eventstore.append(
+                    conn,
+                    "delivery-1",
+                    [NewEvent("test.requested", {"delivery_id": 1})],
+                    expected_version=0,
+                    causation=Causation.new(),
+                    occurred_at=clock.now(),
+                )

@@ -38,6 +38,7 @@ async def create_bucket(conn: asyncpg.Connection, bucket: int, lo: int, hi: int)
         )
         if table == EVENTS:
             await conn.execute(_APPEND_ONLY.format(table=name))
+    await bump_generation(conn)
 
 
 async def drop_bucket(conn: asyncpg.Connection, bucket: int, lo: int, hi: int) -> None:
@@ -50,3 +51,30 @@ async def drop_bucket(conn: asyncpg.Connection, bucket: int, lo: int, hi: int) -
     for table in await bucketed_tables(conn):
         await conn.execute(f"drop table if exists {partition(table, f'b{bucket}')}")
     await conn.execute("delete from eventstore.buckets where bucket = $1", bucket)
+    await bump_generation(conn)
+
+
+async def seal_bucket(conn: asyncpg.Connection, bucket: int) -> tuple[int, int] | None:
+    """Make bucket `bucket`'s events partition refuse inserts and record its last event in
+    tail order; None if it holds no event. Call once every delivery in it has finished:
+    nothing more is ever appended to it, so tails need not read it once past that event.
+    (NOT VALID: the rows it holds are not checked, only new ones, which all fail.)"""
+    name = partition(EVENTS, f"b{bucket}")
+    await conn.execute(f"alter table {name} add constraint sealed check (false) not valid")
+    # Under the constraint's lock every writer of the partition has committed.
+    last = await conn.fetchrow(
+        f"select txid, position from {name} order by txid desc, position desc limit 1"
+    )
+    txid, position = (last["txid"], last["position"]) if last else (0, 0)
+    await conn.execute(
+        "update eventstore.buckets set sealed_txid = $2, sealed_position = $3 where bucket = $1",
+        bucket,
+        txid,
+        position,
+    )
+    await bump_generation(conn)
+    return (txid, position) if last else None
+
+
+async def bump_generation(conn: asyncpg.Connection) -> None:
+    await conn.execute("update eventstore.bucket_generation set generation = generation + 1")

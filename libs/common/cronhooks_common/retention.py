@@ -8,8 +8,11 @@ each step:
   next bucket (ids skip the rest of the old range: ids are unique, never contiguous), and
   keeps one spare bucket ahead, sized from the ids the last day used, so ids never run
   beyond every bucket (they would land in the default partition, which is never dropped);
+- **seals** a closed bucket once every delivery in it has finished: its events partition
+  then refuses inserts, and the admin-api projector's tail stops reading it once past its
+  last event (tail.py `LiveTail`), so the tail reads the few live partitions, not all;
 - **drops** a bucket whose last event is older than `CRONHOOKS_DELIVERY_RETENTION_DAYS`,
-  unless a delivery in it has not finished or a registered tail reader
+  unless a delivery in it has not finished (it is not sealed) or a registered tail reader
   (`eventstore.bucket_readers`) has not read past its last event: then the bucket is held
   and the log says why (`retention_bucket_held`).
 
@@ -41,6 +44,7 @@ MIN_WIDTH = 1_000  # ids in a bucket, at least
 HEADROOM = 1.5  # a spare holds this many times the ids the open bucket used per SPAN
 JUMP_MARGIN = 100  # the sequence is moved only when this far below the next bucket
 EVERY = timedelta(minutes=5)  # how often the job looks
+SEAL_GRACE = timedelta(minutes=10)  # after a bucket closes, ids minted just before are written
 # The final outcomes of a delivery: after one, nothing is appended to its stream.
 FINAL = ("delivery.succeeded", "delivery.failed", "delivery.skipped")
 
@@ -51,6 +55,7 @@ class Bucket:
     lo: int
     hi: int
     opened_at: datetime | None  # None: a spare, no id minted in it yet
+    sealed: tuple[int, int] | None = None  # its last event (txid, position), once sealed
 
 
 def spare_width(open_: Bucket, next_id: int, now: datetime) -> int:
@@ -110,6 +115,7 @@ class RetentionJob:
                 return []
             try:
                 await self._open(conn, now)
+                await self._seal(conn, now)
                 return await self._drop(conn, now) if self._retention else []
             finally:
                 await conn.execute("select pg_advisory_unlock($1)", RETENTION_LOCK)
@@ -135,22 +141,23 @@ class RetentionJob:
                 await _mark_open(conn, spare.bucket, now)
                 log.info("retention_bucket_opened", bucket=spare.bucket, closed=current.bucket)
 
+    async def _seal(self, conn: asyncpg.Connection, now: datetime) -> None:
+        for b in _closed(await _buckets(conn), now - SEAL_GRACE):
+            if b.sealed is None and not (await _unfinished(conn, b))[0]:
+                async with conn.transaction():
+                    # Short waits for the partition's lock: better to try again next step
+                    # than to queue readers behind a waiting ALTER.
+                    await conn.execute("set local lock_timeout = '2s'")
+                    await bucket_ddl.seal_bucket(conn, b.bucket)
+                log.info("retention_bucket_sealed", bucket=b.bucket)
+
     async def _drop(self, conn: asyncpg.Connection, now: datetime) -> list[int]:
         assert self._retention is not None
-        dropped = []
-        buckets = await _buckets(conn)
-        current = open_bucket(buckets, await _next_id(conn))
-        ordered = sorted(buckets, key=lambda b: b.lo)
         before = now - self._retention
-        for b, successor in itertools.pairwise(ordered):
-            # A bucket took ids until its successor opened: if that is not older than the
-            # retention, the bucket may hold a young delivery (or one about to be written).
-            if b.lo >= current.lo or successor.opened_at is None or successor.opened_at >= before:
-                break
+        dropped = []
+        for b in _closed(await _buckets(conn), before):
             if await self._droppable(conn, b, before):
                 async with conn.transaction():
-                    # Short waits for the partitions' locks: better to try again next
-                    # step than to queue the hot path behind a waiting DROP.
                     await conn.execute("set local lock_timeout = '2s'")
                     await bucket_ddl.drop_bucket(conn, b.bucket, b.lo, b.hi)
                 log.info("retention_bucket_dropped", bucket=b.bucket, lo=b.lo, hi=b.hi)
@@ -164,27 +171,19 @@ class RetentionJob:
         )
         if last is not None and last["occurred_at"] >= before:
             return False  # not old enough: nothing to say
-        # Every delivery of the bucket has its final outcome (one still retrying, queued
-        # or waiting for the importer keeps the whole bucket).
-        unfinished = await conn.fetchrow(
-            f"""
-            select count(*) as n, min(stream) as example from (
-                select distinct on (stream) stream, type from {events}
-                order by stream, version desc
-            ) s where type <> all($1::text[])
-            """,
-            list(FINAL),
-        )
-        if unfinished["n"]:
+        if b.sealed is None:
+            # A delivery still retrying, queued or waiting for the importer keeps the
+            # whole bucket (a seal needs every one finished).
+            count, example = await _unfinished(conn, b)
             log.warning(
                 "retention_bucket_held",
                 bucket=b.bucket,
                 reason="unfinished_deliveries",
-                deliveries=unfinished["n"],
-                example=unfinished["example"],
+                deliveries=count,
+                example=example,
             )
             return False
-        behind = await _readers_behind(conn, events)
+        behind = await _readers_behind(conn, b.sealed)
         if behind:
             log.warning(
                 "retention_bucket_held", bucket=b.bucket, reason="not_yet_read", readers=behind
@@ -193,9 +192,48 @@ class RetentionJob:
         return True
 
 
+def _closed(buckets: list[Bucket], since: datetime) -> list[Bucket]:
+    """The buckets whose successor opened before `since`, oldest first. A bucket
+    took ids until its successor opened; an id minted just before may still be on its way
+    to the store, hence the margin the caller puts in `since`."""
+    ordered = sorted(buckets, key=lambda b: b.lo)
+    out = []
+    for b, successor in itertools.pairwise(ordered):
+        if successor.opened_at is None or successor.opened_at >= since:
+            break
+        out.append(b)
+    return out
+
+
+async def _unfinished(conn: asyncpg.Connection, b: Bucket) -> tuple[int, str | None]:
+    """How many deliveries of the bucket have no final outcome yet, and one of them."""
+    row = await conn.fetchrow(
+        f"""
+        select count(*) as n, min(stream) as example from (
+            select distinct on (stream) stream, type
+            from {partition(bucket_ddl.EVENTS, f"b{b.bucket}")}
+            order by stream, version desc
+        ) s where type <> all($1::text[])
+        """,
+        list(FINAL),
+    )
+    return int(row["n"]), row["example"]
+
+
 async def _buckets(conn: asyncpg.Connection) -> list[Bucket]:
-    rows = await conn.fetch("select bucket, lo, hi, opened_at from eventstore.buckets")
-    return [Bucket(r["bucket"], r["lo"], r["hi"], r["opened_at"]) for r in rows]
+    rows = await conn.fetch(
+        "select bucket, lo, hi, opened_at, sealed_txid, sealed_position from eventstore.buckets"
+    )
+    return [
+        Bucket(
+            r["bucket"],
+            r["lo"],
+            r["hi"],
+            r["opened_at"],
+            None if r["sealed_txid"] is None else (r["sealed_txid"], r["sealed_position"]),
+        )
+        for r in rows
+    ]
 
 
 async def _next_id(conn: asyncpg.Connection) -> int:
@@ -225,17 +263,12 @@ async def _jump(conn: asyncpg.Connection, lo: int) -> bool:
     return moved is not None
 
 
-async def _readers_behind(conn: asyncpg.Connection, events: str) -> list[str]:
-    """The registered tail readers whose checkpoint has not passed the partition's last
-    event in (txid, position) order."""
-    last = await conn.fetchrow(
-        f"select txid, position from {events} order by txid desc, position desc limit 1"
-    )
-    if last is None:
-        return []
+async def _readers_behind(conn: asyncpg.Connection, last: tuple[int, int]) -> list[str]:
+    """The registered tail readers whose checkpoint has not passed `last`, a sealed
+    bucket's last event in (txid, position) order."""
     behind = []
     for reader in await conn.fetch("select name, checkpoint from eventstore.bucket_readers"):
         at = await conn.fetchrow(reader["checkpoint"])
-        if at is None or (at["txid"], at["position"]) < (last["txid"], last["position"]):
+        if at is None or (at["txid"], at["position"]) < last:
             behind.append(reader["name"])
     return behind

@@ -11,8 +11,19 @@ create table eventstore.buckets (
     lo         bigint      not null unique,     -- first delivery id of the bucket
     hi         bigint      not null,            -- first delivery id after it
     opened_at  timestamptz,                     -- ids began to be minted here (null: spare)
+    -- Sealed: every delivery of the bucket has finished and its events partition refuses
+    -- inserts (a NOT VALID check (false)); the last event it holds, in tail order. A tail
+    -- whose checkpoint has passed it needs to read the partition no more (tail.py).
+    sealed_txid      bigint,
+    sealed_position  bigint,
     check (lo < hi)
 );
+
+-- Bumped by every change of the partitions (a bucket created, sealed or dropped), in the
+-- same transaction: a tail reading the live partitions checks it in the same statement,
+-- so it never reads a set of partitions older than its snapshot.
+create table eventstore.bucket_generation (generation bigint not null);
+insert into eventstore.bucket_generation values (1);
 
 -- Every table partitioned by bucket, whichever service owns it: the retention job
 -- creates and drops the same bucket in all of them. Services register their tables in
