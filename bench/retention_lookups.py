@@ -1,319 +1,327 @@
-"""`python -m bench retention --lookups`: the hot path's statements on one table against
-the same rows in delivery-id partitions, asked three ways — the statement as it is today
-on one table, the statement through the partitioned parent (what an earlier attempt did:
-asyncpg's prepared statements get generic plans, which plan, lock and start every
-partition), and routed to the one partition the rows are in (what the code does).
+"""`python -m bench retention --lookups`: the hot path's statements with one events table
+(as on main before retention) against the same rows in delivery buckets.
 
-Medians of 50 calls of a prepared statement after 10 warm-up calls (so the generic plan
-is the one measured). The tables are built here with plain SQL, shaped as the event store
-and the dispatcher's inbox are."""
+A migrated scratch database gets 33 delivery buckets of PER_BUCKET deliveries (two events
+each, the older 31 sealed as retention seals them: a 30-day retention, the open bucket and
+its spare), plus webhook events in the kept partition. A copy of the same rows in one
+table with main's indexes (`public.events_one`) is the baseline, asked with main's SQL.
+The bucketed side is asked through the code itself (the dispatcher's loader, the relay,
+the consumers' read, the projector's live tail, the matcher's kept tail, append_many),
+and, for contrast, the same statement through the partitioned parent (what a first
+attempt did: asyncpg's prepared statements get generic plans, which lock and start every
+partition).
+
+Medians of CALLS calls after WARMUP (so generic plans are the ones measured), the three
+variants of a row interleaved call by call so that a busy moment of the box hits all
+three alike.
+"""
 
 from __future__ import annotations
 
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
 import asyncpg
 
-from bench.common import PG_SERVER, median, table
+from bench.common import median, scratch_database, table
+from cronhooks_common import bucket_ddl, eventstore
+from cronhooks_common.buckets import Router
+from cronhooks_common.events import Causation, NewEvent
+from cronhooks_common.eventstore import _COLUMNS, event_from_row
+from cronhooks_common.live_tail import LiveTail
+from cronhooks_common.relay import _DELETE_AND_NEXT, OutboxRelay
+from cronhooks_common.tail import KEPT_EVENTS, Checkpoint, read_after, scan_after
+from cronhooks_dispatcher.lookup import DeliveryLookups
 
-PARTITIONS = int(
-    __import__("os").environ.get("P", 32)
-)  # 30 days of daily buckets, the one being filled and a spare
-PER_BUCKET = 4_000  # deliveries per bucket, two events each
-KEPT = 20_000  # webhook, note and trigger events
-CALLS, WARMUP = 50, 10
+BUCKETS = 33
+PER_BUCKET = 4_000  # deliveries per bucket
+KEPT = 20_000  # webhook events
+CALLS, WARMUP = 200, 20
+FIRST = 100_001  # bucket 1 of a fresh database is [1, 100001): the bench's start after it
 
-_COLUMNS = (
-    "stream text not null, version integer not null, position bigint not null,"
-    " event_id uuid not null, type text not null, schema_version smallint not null default 1,"
-    " data jsonb not null, correlation_id uuid not null, causation_id uuid, actor text,"
-    " occurred_at timestamptz not null, recorded_at timestamptz not null default now(),"
-    " txid bigint not null, delivery_id bigint not null"
-)
-
-
-async def _build(conn: asyncpg.Connection) -> None:
-    await conn.execute(
-        f"""
-        create schema one; create schema part;
-        create table one.events ({_COLUMNS}, primary key (stream, version));
-        create unique index on one.events (position);
-        create unique index on one.events (event_id);
-        create index on one.events (txid, position);
-        create table part.events ({_COLUMNS}, primary key (delivery_id, stream, version))
-            partition by range (delivery_id);
-        create table part.events_kept partition of part.events for values from (0) to (1);
-        create table one.inbox (event_id uuid primary key);
-        create table part.inbox (event_id uuid not null, delivery_id bigint not null,
-            primary key (event_id, delivery_id)) partition by range (delivery_id);
-        create table part.inbox_kept partition of part.inbox for values from (0) to (1);
-        create table secrets (webhook_id bigint primary key, ciphertext bytea not null);
-        insert into secrets select g, '\\x00' from generate_series(1, 1000) g;
-        create table one.outbox (position bigint primary key);
-        create table part.outbox (position bigint primary key, delivery_id bigint not null);
-        """
-    )
-    for b in range(PARTITIONS):
-        lo, hi = 1 + b * PER_BUCKET, 1 + (b + 1) * PER_BUCKET
-        await conn.execute(
-            f"create table part.events_{b} partition of part.events"
-            f" for values from ({lo}) to ({hi});"
-            f"create table part.inbox_{b} partition of part.inbox"
-            f" for values from ({lo}) to ({hi})"
-        )
-    await conn.execute(
-        "create index on part.events (position); create index on part.events (event_id);"
-        " create index on part.events (txid, position)"
-    )
-    await conn.execute(
-        """
-        insert into one.events (stream, version, position, event_id, type, data, correlation_id,
-                                occurred_at, txid, delivery_id)
-        select 'delivery-' || d, v, (d - 1) * 2 + v + $2, gen_random_uuid(),
-               case v when 1 then 'delivery.requested' else 'delivery.succeeded' end,
-               jsonb_build_object('delivery_id', d, 'webhook_id', 1 + d % 1000, 'attempt', 1,
-                                  'url', 'https://agent.example/hook'),
-               gen_random_uuid(), now(), (d - 1) * 2 + v + $2, d
-        from generate_series(1, $1::int) d, generate_series(1, 2) v
-        """,
-        PARTITIONS * PER_BUCKET,
-        KEPT,
-    )
-    await conn.execute(
-        """
-        insert into one.events (stream, version, position, event_id, type, data, correlation_id,
-                                occurred_at, txid, delivery_id)
-        select 'webhook-' || g, 1, g, gen_random_uuid(), 'webhook.created',
-               jsonb_build_object('webhook_id', g), gen_random_uuid(), now(), g, 0
-        from generate_series(1, $1::int) g
-        """,
-        KEPT,
-    )
-    await conn.execute(
-        """
-        insert into part.events select * from one.events;
-        insert into one.inbox select event_id from one.events where position % 2 = 0;
-        insert into part.inbox select event_id, delivery_id from one.events where position % 2 = 0;
-        analyze;
-        """
-    )
-
-
-async def _median_ms(call: Callable[[], Awaitable[object]]) -> float:
-    for _ in range(WARMUP):
-        await call()
-    times = []
-    for _ in range(CALLS):
-        start = time.perf_counter()
-        await call()
-        times.append((time.perf_counter() - start) * 1000)
-    return median(times)
-
-
-_LOOKUP = """
+_ONE_TABLE = """
+create table public.events_one (like eventstore.events including defaults);
+alter table public.events_one add primary key (stream, version);
+create unique index on public.events_one (position);
+create unique index on public.events_one (event_id);
+create index on public.events_one (txid, position);
+insert into public.events_one select * from eventstore.events;
+create table public.outbox_one (position bigint primary key);
+create table public.inbox_one (event_id uuid primary key);
+insert into public.inbox_one select event_id from eventstore.events where position % 2 = 0;
+analyze;
+"""
+# main's statements, on the one-table copy.
+_MAIN_LOOKUP = """
 select k.i, e.event_id, e.type, e.stream, e.version, e.occurred_at, e.data, e.correlation_id,
        e.causation_id, e.actor, e.schema_version,
-       exists (select 1 from {inbox} i where i.event_id = k.event_id) as handled,
-       (select s.ciphertext from secrets s
+       exists (select 1 from public.inbox_one i where i.event_id = k.event_id) as handled,
+       (select s.ciphertext from shared.webhook_secrets s
         where s.webhook_id = (e.data->>'webhook_id')::bigint) as sealed_secret
 from unnest($1::uuid[]) with ordinality as k(event_id, i)
-left join {events} e on e.event_id = k.event_id {extra}
+left join {events} e on e.event_id = k.event_id
 """
-_LOOKUP_PARENT = """
-select k.i, e.event_id, e.type, e.stream, e.version, e.occurred_at, e.data, e.correlation_id,
-       e.causation_id, e.actor, e.schema_version,
-       exists (select 1 from part.inbox i
-               where i.event_id = k.event_id and i.delivery_id = k.delivery_id) as handled,
-       (select s.ciphertext from secrets s
-        where s.webhook_id = (e.data->>'webhook_id')::bigint) as sealed_secret
-from unnest($1::uuid[], $2::bigint[]) with ordinality as k(event_id, delivery_id, i)
-left join part.events e on e.event_id = k.event_id and e.delivery_id = k.delivery_id
-"""
-_FETCH = """
-select o.position, e.event_id, e.type, e.stream, e.version, e.data
-from (select position {okey} from {outbox} o order by position limit $1) o
+_MAIN_FETCH = f"""
+select o.position, {", ".join("e." + c.strip() for c in _COLUMNS.split(","))}
+from (select position from {{outbox}} order by position limit $1) o
 cross join lateral (
-    select * from {events} e where e.position = o.position {extra} limit 1
+    select * from {{events}} e where e.position = o.position limit 1
 ) e
 order by o.position
 """
-_BY_POSITION = """
-select position, event_id, type, stream, version, data from {events}
-where position = any($1::bigint[]) order by position
-"""
-_READ_EVENTS = "select event_id, type, stream, version, data from {events} where {cond}"
-_TAIL = """
-select txid, position, event_id, type, stream, version, data from {events}
-where (txid, position) > ($1, $2) and txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
-order by txid, position limit $3
-"""
-_APPEND = """
+_MAIN_READ = f"select {_COLUMNS} from {{events}} where event_id = any($1::uuid[])"
+_MAIN_APPEND = """
 with appended as (
-    insert into {events} (stream, version, position, event_id, type, data, correlation_id,
-                          occurred_at, txid, delivery_id)
-    select s, 3, p, gen_random_uuid(), 'delivery.succeeded', '{{}}'::jsonb, gen_random_uuid(),
-           now(), p, d
-    from unnest($1::text[], $2::bigint[], $3::bigint[]) as x(s, p, d)
-    on conflict do nothing
-    returning position {ret}
+    insert into public.events_one
+        (stream, version, event_id, type, data, correlation_id, causation_id, actor,
+         occurred_at, delivery_id)
+    select s, v, id, t, d::jsonb, c, k, a, $8, eventstore.delivery_of(s)
+    from unnest($1::text[], $2::int[], $3::uuid[], $4::text[], $5::text[], $6::uuid[],
+                $7::uuid[], $9::text[]) as x(s, v, id, t, d, c, k, a)
+    on conflict (stream, version) do nothing
+    returning stream, position
+), queued as (
+    insert into public.outbox_one (position) select position from appended
 )
-insert into {outbox} (position {okey}) select position {ret} from appended
+select stream from appended
 """
 
 
-async def _rolled_back(conn: asyncpg.Connection, stmt: asyncpg.PreparedStatement, *args: object):
+async def _fill(conn: asyncpg.Connection) -> None:
+    # The bench's buckets after bucket 1, all but the last two sealed; ids up to the last.
+    for b in range(BUCKETS):
+        lo = FIRST + b * PER_BUCKET
+        await bucket_ddl.create_bucket(conn, b + 2, lo, lo + PER_BUCKET)
+    await conn.execute(
+        """
+        insert into shared.webhook_secrets (webhook_id, ciphertext)
+        select g, '\\x00' from generate_series(1, 1000) g;
+        insert into eventstore.events
+            (stream, version, event_id, type, data, correlation_id, occurred_at, delivery_id)
+        select 'webhook-' || g, 1, gen_random_uuid(), 'webhook.created',
+               jsonb_build_object('webhook_id', g), gen_random_uuid(), now(), 0
+        from generate_series(1, 20000) g
+        """
+    )
+    await conn.execute(
+        """
+        insert into eventstore.events
+            (stream, version, event_id, type, data, correlation_id, occurred_at, delivery_id)
+        select 'delivery-' || d, v, gen_random_uuid(),
+               case v when 1 then 'delivery.requested' else 'delivery.succeeded' end,
+               jsonb_build_object('delivery_id', d, 'webhook_id', 1 + d % 1000, 'attempt', 1,
+                                  'url', 'https://agent.example/hook', 'instruction', 'digest'),
+               gen_random_uuid(), now(), d
+        from generate_series($1::bigint, $2::bigint) d, generate_series(1, 2) v
+        order by d, v
+        """,
+        FIRST,
+        FIRST + BUCKETS * PER_BUCKET - 1,
+    )
+    for b in range(BUCKETS - 2):
+        async with conn.transaction():
+            await bucket_ddl.seal_bucket(conn, b + 2)
+    await conn.execute(
+        "insert into dispatcher.inbox (event_id, delivery_id) select event_id, delivery_id"
+        " from eventstore.events where position % 2 = 0"
+    )
+    await conn.execute(_ONE_TABLE)
+
+
+async def lookups() -> list[tuple[str, str]]:
+    async with scratch_database() as dsn:
+        pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
+        try:
+            async with pool.acquire() as conn:
+                await _fill(conn)
+            rows = await _measure(pool)
+        finally:
+            await pool.close()
+    headers = ["statement", "one table (main)", f"{BUCKETS} buckets, routed (this branch)"]
+    headers.append(f"{BUCKETS} buckets, through the parent")
+    text = table(headers, rows)
+    return [("Hot-path statements: one table vs delivery buckets (ms, median)", text)]
+
+
+async def _as_events(rows: Awaitable[list[asyncpg.Record]]) -> list[object]:
+    """What the code makes of the rows (main did the same): the baseline pays it too."""
+    return [event_from_row(r) for r in await rows if r["event_id"] is not None]
+
+
+async def _interleaved(*calls: Callable[[], Awaitable[object]]) -> list[str]:
+    for _ in range(WARMUP):
+        for call in calls:
+            await call()
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(CALLS):
+        for i, call in enumerate(calls):
+            start = time.perf_counter()
+            await call()
+            times[i].append((time.perf_counter() - start) * 1000)
+    return [f"{median(t):.3f}" for t in times]
+
+
+async def _rolled_back(conn: asyncpg.Connection, work: Callable[[], Awaitable[object]]) -> None:
     tx = conn.transaction()
     await tx.start()
     try:
-        await stmt.fetch(*args)
+        await work()
     finally:
         await tx.rollback()
 
 
-async def lookups() -> list[tuple[str, str]]:
-    name = f"cronhooks_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(f"{PG_SERVER}/postgres")
-    await admin.execute(f'create database "{name}"')
-    try:
-        conn = await asyncpg.connect(f"{PG_SERVER}/{name}")
-        try:
-            await _build(conn)
-            rows = await _measure(conn)
-        finally:
-            await conn.close()
-    finally:
-        await admin.execute(f'drop database if exists "{name}" with (force)')
-        await admin.close()
-    text = table(["statement", "one table", f"{PARTITIONS + 1} partitions, parent", "routed"], rows)
-    return [("Hot-path statements: one table vs partitions (ms, median of 50)", text)]
-
-
-async def _measure(conn: asyncpg.Connection) -> list[list[object]]:
-    last = PARTITIONS - 1
-    newest = await conn.fetch(
-        "select event_id, delivery_id, position from one.events where delivery_id > 0"
-        " order by position desc limit 256"
-    )
+async def _measure(pool: asyncpg.Pool) -> list[list[object]]:
     rows: list[list[object]] = []
+    conn: asyncpg.Connection
+    async with pool.acquire() as conn:
+        newest = await conn.fetch(
+            "select event_id, stream, delivery_id, position from eventstore.events"
+            " where delivery_id > 0 order by position desc limit 256"
+        )
 
     async def row(label: str, *calls: Callable[[], Awaitable[object]]) -> None:
-        rows.append([label, *[f"{await _median_ms(c):.3f}" for c in calls]])
+        rows.append([label, *await _interleaved(*calls)])
 
+    loader = DeliveryLookups(pool)
     for n in (7, 256):
-        ids = [r["event_id"] for r in newest[:n]]
-        dids = [r["delivery_id"] for r in newest[:n]]
-        one = await conn.prepare(_LOOKUP.format(inbox="one.inbox", events="one.events", extra=""))
-        parent = await conn.prepare(_LOOKUP_PARENT)
-        routed = await conn.prepare(
-            _LOOKUP.format(inbox=f"part.inbox_{last}", events=f"part.events_{last}", extra="")
-        )
+        keys = [(r["event_id"], r["stream"]) for r in newest[:n]]
+        ids = [k[0] for k in keys]
         await row(
             f"dispatcher lookup, {n} keys",
-            lambda one=one, ids=ids: one.fetch(ids),
-            lambda parent=parent, ids=ids, dids=dids: parent.fetch(ids, dids),
-            lambda routed=routed, ids=ids: routed.fetch(ids),
+            lambda ids=ids: _as_events(
+                pool.fetch(_MAIN_LOOKUP.format(events="public.events_one"), ids)
+            ),
+            lambda keys=keys: loader.batch_load_fn(keys),
+            lambda ids=ids: _as_events(
+                pool.fetch(_MAIN_LOOKUP.format(events="eventstore.events"), ids)
+            ),
         )
-
-    # The relay: ten outbox rows, of the newest bucket.
-    await conn.execute(
-        "insert into one.outbox select position from one.events where delivery_id > 0"
-        " order by position desc limit 10;"
-        "insert into part.outbox select position, delivery_id from one.events"
-        " where delivery_id > 0 order by position desc limit 10"
-    )
-    positions = [r["position"] for r in newest[:10]]
-    fetch_one = await conn.prepare(
-        _FETCH.format(okey="", outbox="one.outbox", events="one.events", extra="")
-    )
-    fetch_parent = await conn.prepare(
-        _FETCH.format(
-            okey=", delivery_id",
-            outbox="part.outbox",
-            events="part.events",
-            extra="and e.delivery_id = o.delivery_id",
-        )
-    )
-    outbox_read = await conn.prepare(
-        "select position, delivery_id from part.outbox order by position limit $1"
-    )
-    by_position = await conn.prepare(_BY_POSITION.format(events=f"part.events_{last}"))
-
-    async def routed_fetch() -> None:
-        # What the relay does: the outbox rows, then each bucket's events by position.
-        got = await outbox_read.fetch(10)
-        await by_position.fetch([r["position"] for r in got])
-
-    await row(
-        "relay fetch, 10 rows",
-        lambda: fetch_one.fetch(10),
-        lambda: fetch_parent.fetch(10),
-        routed_fetch,
-    )
-    ids = [r["event_id"] for r in newest[:10]]
-    dids = [r["delivery_id"] for r in newest[:10]]
-    read_one = await conn.prepare(
-        _READ_EVENTS.format(events="one.events", cond="event_id = any($1::uuid[])")
-    )
-    read_parent = await conn.prepare(
-        _READ_EVENTS.format(
-            events="part.events",
-            cond="event_id = any($1::uuid[]) and delivery_id = any($2::bigint[])",
-        )
-    )
-    read_routed = await conn.prepare(
-        _READ_EVENTS.format(events=f"part.events_{last}", cond="event_id = any($1::uuid[])")
-    )
-    await row(
-        "consumer read of stored events, 10 ids",
-        lambda: read_one.fetch(ids),
-        lambda: read_parent.fetch(ids, dids),
-        lambda: read_routed.fetch(ids),
-    )
-    # Tails: a checkpoint 100 events before the end (the projector, the change matcher).
-    cp = await conn.fetchrow(
-        "select txid, position from one.events order by txid desc, position desc offset 100 limit 1"
-    )
-    tail_one = await conn.prepare(_TAIL.format(events="one.events"))
-    tail_parent = await conn.prepare(_TAIL.format(events="part.events"))
-    await row(
-        "tail read, 100 events",
-        lambda: tail_one.fetch(cp["txid"], cp["position"], 1000),
-        lambda: tail_parent.fetch(cp["txid"], cp["position"], 1000),
-        lambda: tail_parent.fetch(cp["txid"], cp["position"], 1000),
-    )
-    by_one = await conn.prepare(_BY_POSITION.format(events="one.events"))
-    by_parent = await conn.prepare(_BY_POSITION.format(events="part.events"))
-    await row(
-        "events by position, 10 (matcher's fetch)",
-        lambda: by_one.fetch(positions),
-        lambda: by_parent.fetch(positions),
-        lambda: by_position.fetch(positions),
-    )
-    # The append of ten events of deliveries in the newest bucket, rolled back each time.
-    streams = [f"delivery-{d}" for d in dids]
-    fresh = [10_000_000 + i for i in range(10)]
-    app_one = await conn.prepare(
-        _APPEND.format(events="one.events", outbox="one.outbox", ret="", okey="")
-    )
-    app_parent = await conn.prepare(
-        _APPEND.format(
-            events="part.events", outbox="part.outbox", ret=", delivery_id", okey=", delivery_id"
-        )
-    )
-    app_routed = await conn.prepare(
-        _APPEND.format(
-            events=f"part.events_{last}",
-            outbox="part.outbox",
-            ret=", delivery_id",
-            okey=", delivery_id",
-        )
-    )
-    await row(
-        "append of 10 events (with outbox rows)",
-        lambda: _rolled_back(conn, app_one, streams, fresh, dids),
-        lambda: _rolled_back(conn, app_parent, streams, fresh, dids),
-        lambda: _rolled_back(conn, app_routed, streams, fresh, dids),
-    )
+    async with pool.acquire() as conn:
+        await _relay_and_reads(conn, newest, row)
     return rows
+
+
+async def _relay_and_reads(
+    conn: asyncpg.Connection,
+    newest: list[asyncpg.Record],
+    row: Callable[..., Awaitable[None]],
+) -> None:
+    ten = newest[:10]
+    positions = [r["position"] for r in ten]
+    await conn.execute("insert into public.outbox_one select unnest($1::bigint[])", positions)
+    await conn.execute(
+        "insert into eventstore.outbox (position, delivery_id)"
+        " select * from unnest($1::bigint[], $2::bigint[])",
+        positions,
+        [r["delivery_id"] for r in ten],
+    )
+    relay = OutboxRelay(dsn="", amqp=None, name="bench")  # type: ignore[arg-type]
+
+    async def main_relay_turn() -> None:
+        # main: fetch outbox rows with their events, then delete them
+        got = await conn.fetch(
+            _MAIN_FETCH.format(outbox="public.outbox_one", events="public.events_one"), 10
+        )
+        await conn.execute(
+            "delete from public.outbox_one where position = any($1::bigint[])",
+            [r["position"] for r in got],
+        )
+
+    async def routed_relay_turn() -> None:
+        # this branch: delete the last batch and read the next rows, then their events
+        queued = await conn.fetch(_DELETE_AND_NEXT, [0], 10)
+        await relay._events(conn, queued)
+
+    async def parent_relay_turn() -> None:
+        got = await conn.fetch(
+            _MAIN_FETCH.format(outbox="eventstore.outbox", events="eventstore.events"), 10
+        )
+        await conn.execute(
+            "delete from eventstore.outbox where position = any($1::bigint[])",
+            [r["position"] for r in got],
+        )
+
+    await row(
+        "relay turn, 10 events (read + delete)",
+        lambda: _rolled_back(conn, main_relay_turn),
+        lambda: _rolled_back(conn, routed_relay_turn),
+        lambda: _rolled_back(conn, parent_relay_turn),
+    )
+    keys = [(r["event_id"], r["stream"]) for r in ten]
+    ids = [k[0] for k in keys]
+    router = Router()
+    await row(
+        "consumer read of stored events, 10",
+        lambda: _as_events(conn.fetch(_MAIN_READ.format(events="public.events_one"), ids)),
+        lambda: eventstore.read_events(conn, keys, router),
+        lambda: _as_events(conn.fetch(_MAIN_READ.format(events="eventstore.events"), ids)),
+    )
+    cp_row = await conn.fetchrow(
+        "select txid, position from eventstore.events order by txid desc, position desc"
+        " offset 100 limit 1"
+    )
+    cp = Checkpoint(cp_row["txid"], cp_row["position"])
+    tail = LiveTail()
+    await row(
+        "projector tail read, 100 events",
+        # main's read_after is tail.py's with the one table
+        lambda: read_after(conn, cp, 2000, table="public.events_one"),
+        lambda: tail.read_after(conn, cp, 2000),
+        lambda: read_after(conn, cp, 2000),
+    )
+    await row(
+        "projector held-back check",
+        lambda: conn.fetchval(
+            "select min(txid) is not null from public.events_one where txid > $1"
+            " and txid >= pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+            cp.txid,
+        ),
+        lambda: tail.held_back(conn, cp),
+        lambda: conn.fetchval(
+            "select min(txid) is not null from eventstore.events where txid > $1"
+            " and txid >= pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+            cp.txid,
+        ),
+    )
+    # The matcher, 2,000 events behind the end (a herd's delivery events on main).
+    behind = await conn.fetchrow(
+        "select txid, position from eventstore.events order by txid desc, position desc"
+        " offset 2000 limit 1"
+    )
+    mcp = Checkpoint(behind["txid"], behind["position"])
+    await row(
+        "change matcher scan (2,000 events behind)",
+        lambda: scan_after(conn, mcp, 2000, types=["note.changed"], table="public.events_one"),
+        lambda: scan_after(conn, mcp, 2000, types=["note.changed"], table=KEPT_EVENTS),
+        lambda: scan_after(conn, mcp, 2000, types=["note.changed"]),
+    )
+    streams = list(dict.fromkeys(r["stream"] for r in newest))[:10]  # ten deliveries at v2
+
+    def batch() -> list[tuple[str, int, NewEvent, Causation]]:
+        return [(s, 2, NewEvent("delivery.succeeded", {"x": 1}), Causation.new()) for s in streams]
+
+    now = datetime.now(UTC)
+
+    async def main_append() -> None:
+        b = batch()
+        await conn.fetch(
+            _MAIN_APPEND,
+            [s for s, _, _, _ in b],
+            [3] * len(b),
+            [uuid.uuid4() for _ in b],
+            [e.type for _, _, e, _ in b],
+            ['{"x": 1}'] * len(b),
+            [c.correlation_id for _, _, _, c in b],
+            [None] * len(b),
+            now,
+            [None] * len(b),
+        )
+
+    await row(
+        "append_many of 10 events (rolled back)",
+        lambda: _rolled_back(conn, main_append),
+        lambda: _rolled_back(conn, lambda: eventstore.append_many(conn, batch(), occurred_at=now)),
+        lambda: _rolled_back(conn, lambda: eventstore.append_many(conn, batch(), occurred_at=now)),
+    )

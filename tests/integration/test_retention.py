@@ -9,7 +9,9 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import aiohttp
 import asyncpg
 import pytest
 import structlog
@@ -24,7 +26,13 @@ from cronhooks_common.settings import Settings
 from cronhooks_common.tail import START
 from tests.integration.test_admin_rebuild import TABLES, quiet, snapshot
 from tests.support.agent import Agent, Received
-from tests.support.flows import DELIVERY, create_webhook, finished, retry_due, trigger
+from tests.support.flows import (
+    DELIVERY,
+    create_webhook,
+    finished,
+    retry_due,
+    trigger,
+)
 from tests.support.inprocess import Running, admin_token, eventually, running
 
 DAY = timedelta(days=1)
@@ -38,6 +46,10 @@ BUCKETED = {
     "admin.deliveries": "id",
     "admin.delivery_attempts": "delivery_id",
 }
+
+
+ATTEMPTS = """query($id: Int!) { cronWebhookDelivery(id: $id) {
+  attempts { attempt requestBody responseStatus responseBody logsExpired } } }"""
 
 
 def with_retention(settings: Settings, days: int) -> Settings:
@@ -167,6 +179,44 @@ async def test_old_deliveries_leave_every_table_and_a_rebuild_equals_what_is_kep
     rebuilt = await snapshot(settings.database_url)
     for table in TABLES:
         assert rebuilt[table] == live[table], table
+
+
+async def test_attempt_bodies_are_dropped_after_seven_days(
+    settings: Settings, agent: Agent
+) -> None:
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    async with running(settings, clock) as r:
+        token = await admin_token(settings.database_url)
+        hook, _ = await create_webhook(
+            r, token, agent.url_for("ok", lambda *_: _ok()), cronSchedule=NEVER_HERE
+        )
+        old = await trigger(r, token, hook)
+        await finished(r, token, old)
+        await _a_day_later(r, clock, settings.database_url, old)
+        young = await trigger(r, token, hook)
+        await finished(r, token, young)
+        # The old delivery's bucket closed when the young one's opened: 7 days after
+        # that, its attempt logs go.
+        clock.advance(timedelta(days=7, minutes=1))
+        r.services["scheduler"].retention.poke()
+
+        async def attempt(delivery_id: int) -> dict[str, Any]:
+            _, body = await r.graphql(token, ATTEMPTS, {"id": delivery_id})
+            return body["data"]["cronWebhookDelivery"]["attempts"][0]  # type: ignore[no-any-return]
+
+        async def expired() -> dict[str, Any] | None:
+            got = await attempt(old)
+            return got if got["logsExpired"] else None
+
+        gone = await eventually(expired, timeout=15)
+        assert (gone["requestBody"], gone["responseBody"]) == (None, None)
+        assert gone["responseStatus"] == 200  # the attempt row stays
+        kept = await attempt(young)
+        assert kept["requestBody"] and kept["logsExpired"] is False
+        # The web page's own query of the history still answers on pruned data.
+        async with aiohttp.ClientSession() as session:
+            page = await session.get(f"{r.urls['admin-api']}/")
+            assert page.status == 200
 
 
 async def test_zero_keeps_forever(settings: Settings, agent: Agent) -> None:

@@ -76,5 +76,16 @@ async def seal_bucket(conn: asyncpg.Connection, bucket: int) -> tuple[int, int] 
     return (txid, position) if last else None
 
 
+async def drop_attempt_logs(conn: asyncpg.Connection, bucket: int) -> None:
+    """Drop bucket `bucket`'s partitions of the attempt-log tables and note it in the map
+    (projections then write no body for the bucket: a rebuild keeps what was dropped
+    dropped). Its rows that arrive later land in the default partition, never read."""
+    for r in await conn.fetch("select name from eventstore.attempt_log_tables"):
+        await conn.execute(f"drop table if exists {partition(r['name'], f'b{bucket}')}")
+    await conn.execute(
+        "update eventstore.buckets set logs_dropped_at = now() where bucket = $1", bucket
+    )
+
+
 async def bump_generation(conn: asyncpg.Connection) -> None:
     await conn.execute("update eventstore.bucket_generation set generation = generation + 1")

@@ -28,9 +28,13 @@ from cronhooks_common.tail import WATERMARK, Checkpoint, _events
 
 EVENTS = "eventstore.events"
 
+# Each partition's branch is ordered and limited itself: then the generic plan is a few
+# index seeks and a merge. (As one union ordered and limited outside, Postgres's generic
+# plan read the partitions whole: 7-12 ms a call against 0.3.)
 _BRANCH = f"""
-    select txid, position, {_COLUMNS} from {{table}}
-    where (txid, position) > ($1, $2) and txid < {WATERMARK}"""
+    (select txid, position, {_COLUMNS} from {{table}}
+     where (txid, position) > ($1, $2) and txid < {WATERMARK}
+     order by txid, position limit $3)"""
 _READ = f"""
 with g as (select generation <> $4 as stale from eventstore.bucket_generation)
 select g.stale, e.* from g left join lateral (

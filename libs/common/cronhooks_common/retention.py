@@ -11,6 +11,9 @@ each step:
 - **seals** a closed bucket once every delivery in it has finished: its events partition
   then refuses inserts, and the admin-api projector's tail stops reading it once past its
   last event (tail.py `LiveTail`), so the tail reads the few live partitions, not all;
+- **drops attempt logs** (request and response bodies) of sealed buckets closed more than
+  `CRONHOOKS_ATTEMPT_LOG_RETENTION_DAYS` ago: their partitions of the tables registered in
+  `eventstore.attempt_log_tables`; the attempts stay (`logsExpired`);
 - **drops** a bucket whose last event is older than `CRONHOOKS_DELIVERY_RETENTION_DAYS`,
   unless a delivery in it has not finished (it is not sealed) or a registered tail reader
   (`eventstore.bucket_readers`) has not read past its last event: then the bucket is held
@@ -56,6 +59,7 @@ class Bucket:
     hi: int
     opened_at: datetime | None  # None: a spare, no id minted in it yet
     sealed: tuple[int, int] | None = None  # its last event (txid, position), once sealed
+    logs_dropped: bool = False
 
 
 def spare_width(open_: Bucket, next_id: int, now: datetime) -> int:
@@ -82,11 +86,15 @@ class RetentionJob:
         pool: asyncpg.Pool,
         clock: Clock,
         delivery_retention_days: int,
+        attempt_log_retention_days: int = 0,
     ) -> None:
         self._pool = pool
         self._clock = clock
         self._retention = (
             timedelta(days=delivery_retention_days) if delivery_retention_days else None
+        )
+        self._log_retention = (
+            timedelta(days=attempt_log_retention_days) if attempt_log_retention_days else None
         )
         self._wake = asyncio.Event()
 
@@ -116,6 +124,8 @@ class RetentionJob:
             try:
                 await self._open(conn, now)
                 await self._seal(conn, now)
+                if self._log_retention:
+                    await self._drop_logs(conn, now - self._log_retention)
                 return await self._drop(conn, now) if self._retention else []
             finally:
                 await conn.execute("select pg_advisory_unlock($1)", RETENTION_LOCK)
@@ -150,6 +160,16 @@ class RetentionJob:
                     await conn.execute("set local lock_timeout = '2s'")
                     await bucket_ddl.seal_bucket(conn, b.bucket)
                 log.info("retention_bucket_sealed", bucket=b.bucket)
+
+    async def _drop_logs(self, conn: asyncpg.Connection, before: datetime) -> None:
+        """The attempt logs of sealed buckets closed before `before` (an unfinished
+        delivery keeps its bucket's logs: its next attempt's log has a place to go)."""
+        for b in _closed(await _buckets(conn), before):
+            if b.sealed is not None and not b.logs_dropped:
+                async with conn.transaction():
+                    await conn.execute("set local lock_timeout = '2s'")
+                    await bucket_ddl.drop_attempt_logs(conn, b.bucket)
+                log.info("retention_attempt_logs_dropped", bucket=b.bucket)
 
     async def _drop(self, conn: asyncpg.Connection, now: datetime) -> list[int]:
         assert self._retention is not None
@@ -222,7 +242,8 @@ async def _unfinished(conn: asyncpg.Connection, b: Bucket) -> tuple[int, str | N
 
 async def _buckets(conn: asyncpg.Connection) -> list[Bucket]:
     rows = await conn.fetch(
-        "select bucket, lo, hi, opened_at, sealed_txid, sealed_position from eventstore.buckets"
+        "select bucket, lo, hi, opened_at, sealed_txid, sealed_position,"
+        " logs_dropped_at is not null as logs_dropped from eventstore.buckets"
     )
     return [
         Bucket(
@@ -231,6 +252,7 @@ async def _buckets(conn: asyncpg.Connection) -> list[Bucket]:
             r["hi"],
             r["opened_at"],
             None if r["sealed_txid"] is None else (r["sealed_txid"], r["sealed_position"]),
+            r["logs_dropped"],
         )
         for r in rows
     ]

@@ -52,6 +52,7 @@ class Scheduler:
             pool=runtime.pool,
             clock=runtime.clock,
             delivery_retention_days=runtime.settings.delivery_retention_days,
+            attempt_log_retention_days=runtime.settings.attempt_log_retention_days,
         )
         self._tasks: list[asyncio.Task[None]] = []
 

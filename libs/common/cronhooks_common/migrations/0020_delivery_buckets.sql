@@ -16,6 +16,9 @@ create table eventstore.buckets (
     -- whose checkpoint has passed it needs to read the partition no more (tail.py).
     sealed_txid      bigint,
     sealed_position  bigint,
+    -- When the attempt logs (request and response bodies) of the bucket were dropped
+    -- (CRONHOOKS_ATTEMPT_LOG_RETENTION_DAYS); projections then keep no body for it.
+    logs_dropped_at  timestamptz,
     check (lo < hi)
 );
 
@@ -112,6 +115,12 @@ alter table eventstore.outbox add column delivery_id bigint not null default 0;
 update eventstore.outbox o set delivery_id = e.delivery_id
 from eventstore.events e where e.position = o.position;
 alter table eventstore.outbox alter column delivery_id drop default;
+
+-- The bucketed tables that hold attempt logs: their partition of a bucket is dropped after
+-- the attempt-log retention, before the bucket itself.
+create table eventstore.attempt_log_tables (
+    name  text primary key references eventstore.bucketed_tables
+);
 
 -- Who must have read a bucket before it is dropped: each tail reader of every event
 -- registers a query answering its checkpoint (txid, position). A bucket whose last event

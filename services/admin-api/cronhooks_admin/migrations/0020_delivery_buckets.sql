@@ -37,3 +37,20 @@ insert into eventstore.bucket_cleanups (name, statement) values
     ('admin.webhooks last delivery',
      'update admin.webhooks set last_delivery_id = null, last_delivery_at = null,'
      ' last_delivery_status = null where last_delivery_id >= $1 and last_delivery_id < $2');
+
+-- Attempt logs (CRONHOOKS_ATTEMPT_LOG_RETENTION_DAYS): the bodies leave the attempts for a
+-- table of their own, whose bucket partitions the retention job drops after 7 days while
+-- the attempts stay. The projection writes a body only while its bucket keeps its logs,
+-- so a rebuild writes exactly what the live projection kept.
+create table admin.attempt_logs (
+    delivery_id    bigint  not null,
+    attempt        integer not null,
+    request_body   text    not null,
+    response_body  text,
+    primary key (delivery_id, attempt)
+) partition by range (delivery_id);
+select eventstore.partition_by_buckets('admin.attempt_logs');
+insert into eventstore.attempt_log_tables (name) values ('admin.attempt_logs');
+insert into admin.attempt_logs (delivery_id, attempt, request_body, response_body)
+select delivery_id, attempt, request_body, response_body from admin.delivery_attempts;
+alter table admin.delivery_attempts drop column request_body, drop column response_body;
