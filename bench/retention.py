@@ -4,8 +4,8 @@ simulated days, kept forever (retention 0) and with the defaults (30 days).
 Synthetic, straight into the tables with SQL (the bench is about storage, not HTTP): each
 delivery is a `delivery.requested` and a `delivery.succeeded` event (the latter with a
 request body of ~600 bytes and a response of ~200, as the dispatcher records them), a
-dispatcher inbox row, an `admin.deliveries` row and an `admin.delivery_attempts` row with
-the bodies. Each simulated day the retention job runs with a ManualClock a day later, and
+dispatcher inbox row, an `admin.deliveries` row, an `admin.delivery_attempts` row and its
+`admin.attempt_logs` row with the bodies. Each simulated day the retention job runs with a ManualClock a day later, and
 the projector's checkpoint is moved to the end of the store (it would have read it).
 `python -m bench retention --lookups` is the hot-path micro-bench (retention_lookups.py).
 """
@@ -32,11 +32,11 @@ with ids as (
         (stream, version, event_id, type, data, correlation_id, occurred_at, delivery_id)
     select 'delivery-' || d, 1, gen_random_uuid(), 'delivery.requested',
            jsonb_build_object('delivery_id', d, 'webhook_id', 1 + d % 1000, 'kind', 'cron',
-                              'attempt', 1, 'trigger', 'schedule', 'scheduled_for', $2::text,
+                              'attempt', 1, 'trigger', 'schedule', 'scheduled_for', $2::timestamptz,
                               'url', 'https://agent.example/hooks/' || (d % 1000),
                               'instruction', 'Summarise the notes changed today.',
                               'timeout_seconds', 30),
-           gen_random_uuid(), $2, d
+           gen_random_uuid(), $2::timestamptz, d
     from ids
     returning delivery_id
 ), succeeded as (
@@ -47,7 +47,7 @@ with ids as (
                               'attempt', 1, 'status', 'success', 'response_status', 200,
                               'duration_ms', 40, 'request_body', repeat('r', 600),
                               'response_body', repeat('a', 200)),
-           gen_random_uuid(), $2, d
+           gen_random_uuid(), $2::timestamptz, d
     from ids
     returning event_id, delivery_id
 ), inbox as (
@@ -57,12 +57,18 @@ with ids as (
     insert into admin.deliveries
         (id, cron_webhook_id, status, trigger, scheduled_for, attempt, response_status,
          duration_ms, created_at, completed_at)
-    select d, 1 + d % 1000, 'success', 'schedule', $2, 1, 200, 40, $2, $2 from ids
+    select d, 1 + d % 1000, 'success', 'schedule', $2::timestamptz, 1, 200, 40, $2::timestamptz,
+           $2::timestamptz
+    from ids
+), attempts as (
+    insert into admin.delivery_attempts
+        (delivery_id, attempt, response_status, duration_ms, started_at)
+    select d, 1, 200, 40, $2::timestamptz from ids
+), logs as (
+    insert into admin.attempt_logs (delivery_id, attempt, request_body, response_body)
+    select d, 1, repeat('r', 600), repeat('a', 200) from ids
 )
-insert into admin.delivery_attempts
-    (delivery_id, attempt, request_body, response_status, response_body, duration_ms,
-     started_at)
-select d, 1, repeat('r', 600), 200, repeat('a', 200), 40, $2 from ids
+select count(*) from ids
 """
 _CAUGHT_UP = """
 update admin.projection_checkpoints set (txid, position) =

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from cronhooks_common.buckets import partition
+from cronhooks_common.buckets import DEFAULT, partition
 
 EVENTS = "eventstore.events"
 
@@ -24,6 +24,23 @@ create trigger events_append_only before update or delete or truncate on {table}
 async def bucketed_tables(conn: asyncpg.Connection) -> list[str]:
     rows = await conn.fetch("select name from eventstore.bucketed_tables order by name")
     return [r["name"] for r in rows]
+
+
+async def beyond_defaults(conn: asyncpg.Connection) -> int:
+    """The first delivery id above every row of the default partitions (0 if empty). Ids
+    that ran beyond every bucket landed there; a new bucket must start above them (its
+    range may not hold rows of the default partition), and they stay where they are."""
+    highest = 0
+    for table in await bucketed_tables(conn):
+        key = await conn.fetchval(
+            "select a.attname from pg_partitioned_table p"
+            " join pg_attribute a on a.attrelid = p.partrelid and a.attnum = p.partattrs[0]"
+            " where p.partrelid = $1::regclass",
+            table,
+        )
+        top = await conn.fetchval(f"select max({key}) from {partition(table, DEFAULT)}")
+        highest = max(highest, top or 0)
+    return highest + 1 if highest else 0
 
 
 async def create_bucket(conn: asyncpg.Connection, bucket: int, lo: int, hi: int) -> None:

@@ -43,7 +43,7 @@ log = structlog.get_logger(__name__)
 
 RETENTION_LOCK = 0x63726F6E_72657465  # "cronrete"
 SPAN = timedelta(days=1)  # a bucket's time of filling
-MIN_WIDTH = 1_000  # ids in a bucket, at least
+MIN_WIDTH = 100_000  # ids in a bucket, at least (a herd of 10,000 between two steps fits)
 HEADROOM = 1.5  # a spare holds this many times the ids the open bucket used per SPAN
 JUMP_MARGIN = 100  # the sequence is moved only when this far below the next bucket
 EVERY = timedelta(minutes=5)  # how often the job looks
@@ -138,14 +138,20 @@ class RetentionJob:
             if current.opened_at is None:  # the ids ran into the spare
                 await _mark_open(conn, current.bucket, now)
                 current = Bucket(current.bucket, current.lo, current.hi, now)
-            spare = next((b for b in buckets if b.lo >= current.hi), None)
-            if spare is None:
+            spares = [b for b in buckets if b.lo >= current.hi]
+            # Room ahead for a day and a half of ids at the open bucket's pace (a herd
+            # between two steps included): ids beyond every bucket would land in the
+            # default partitions, which are never dropped.
+            room = current.hi - next_id + sum(b.hi - b.lo for b in spares)
+            width = spare_width(current, next_id, now)
+            if not spares or room < width:
                 last = max(buckets, key=lambda b: b.hi)
-                width = spare_width(current, next_id, now)
                 number = max(b.bucket for b in buckets) + 1
-                await bucket_ddl.create_bucket(conn, number, last.hi, last.hi + width)
-                log.info("retention_bucket_created", bucket=number, lo=last.hi, width=width)
-                spare = Bucket(number, last.hi, last.hi + width, None)
+                lo = max(last.hi, await bucket_ddl.beyond_defaults(conn))
+                await bucket_ddl.create_bucket(conn, number, lo, lo + width)
+                log.info("retention_bucket_created", bucket=number, lo=lo, width=width)
+                spares.append(Bucket(number, lo, lo + width, None))
+            spare = min(spares, key=lambda b: b.lo)
             assert current.opened_at is not None
             if now - current.opened_at >= SPAN and await _jump(conn, spare.lo):
                 await _mark_open(conn, spare.bucket, now)
