@@ -1,11 +1,11 @@
 """`python -m bench retention`: database size after DELIVERIES deliveries spread over DAYS
-simulated days, kept forever (retention 0) and with the defaults (30 days).
+simulated days, kept forever (retention 0) and with the defaults (30 days, attempt logs 7).
 
 Synthetic, straight into the tables with SQL (the bench is about storage, not HTTP): each
 delivery is a `delivery.requested` and a `delivery.succeeded` event (the latter with a
 request body of ~600 bytes and a response of ~200, as the dispatcher records them), a
 dispatcher inbox row, an `admin.deliveries` row, an `admin.delivery_attempts` row and its
-`admin.attempt_logs` row with the bodies. Each simulated day the retention job runs with a ManualClock a day later, and
+`admin.attempt_logs` row with the bodies, and a `scheduler.slot_requests` row. Each simulated day the retention job runs with a ManualClock a day later, and
 the projector's checkpoint is moved to the end of the store (it would have read it).
 `python -m bench retention --lookups` is the hot-path micro-bench (retention_lookups.py).
 """
@@ -20,6 +20,7 @@ import asyncpg
 from bench.common import scratch_database, table
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.retention import RetentionJob
+from cronhooks_scheduler.slot_retention import SlotRequestDays
 
 DELIVERIES = 1_000_000
 DAYS = 60
@@ -67,6 +68,9 @@ with ids as (
 ), logs as (
     insert into admin.attempt_logs (delivery_id, attempt, request_body, response_body)
     select d, 1, repeat('r', 600), repeat('a', 200) from ids
+), slots as (
+    insert into scheduler.slot_requests (webhook_id, slot, delivery_id)
+    select 1 + d % 1000, $2::timestamptz + (d / 1000) * interval '1 minute', d from ids
 )
 select count(*) from ids
 """
@@ -77,13 +81,19 @@ where name = 'live'
 """
 
 
-async def _simulate(dsn: str, retention_days: int) -> tuple[int, int, float]:
+async def _simulate(dsn: str, retention_days: int, log_days: int) -> tuple[int, int, float]:
     """(database bytes, delivery buckets left, seconds) after the simulated days."""
     start = time.monotonic()
     clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     try:
-        job = RetentionJob(pool=pool, clock=clock, delivery_retention_days=retention_days)
+        job = RetentionJob(
+            pool=pool,
+            clock=clock,
+            delivery_retention_days=retention_days,
+            attempt_log_retention_days=log_days,
+            steps=[SlotRequestDays(delivery_retention_days=retention_days).step],
+        )
         await job.step()
         per_day = DELIVERIES // DAYS
         for day in range(DAYS):
@@ -102,14 +112,12 @@ async def _simulate(dsn: str, retention_days: int) -> tuple[int, int, float]:
 
 async def sizes() -> list[tuple[str, str]]:
     rows = []
-    for days in (0, 30):
+    for days, log_days in ((0, 0), (30, 7)):
         async with scratch_database() as dsn:
-            size, buckets, seconds = await _simulate(dsn, days)
-        label = "kept forever (0)" if days == 0 else f"{days} days"
+            size, buckets, seconds = await _simulate(dsn, days, log_days)
+        label = "0 / 0 (kept forever)" if days == 0 else f"{days} / {log_days} (the defaults)"
         rows.append([label, f"{size / 1e6:,.0f}", buckets, f"{seconds:.0f}"])
-    text = table(
-        ["CRONHOOKS_DELIVERY_RETENTION_DAYS", "pg_database_size, MB", "buckets", "seconds"],
-        rows,
-    )
+    headers = ["DELIVERY / ATTEMPT_LOG_RETENTION_DAYS", "pg_database_size, MB", "buckets"]
+    text = table([*headers, "seconds"], rows)
     title = f"Database size after {DELIVERIES:,} deliveries over {DAYS} simulated days"
     return [(title, text)]

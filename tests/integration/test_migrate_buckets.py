@@ -70,6 +70,7 @@ async def test_existing_rows_survive_in_their_partitions(before_buckets: str) ->
         )
         await conn.execute("insert into dispatcher.inbox (event_id) values ($1)", ids[1])
         await conn.execute("insert into scheduler.inbox (event_id) values ($1)", ids[0])
+        await conn.execute("insert into scheduler.slot_requests values (1, now(), 7)")
         await conn.execute(
             "insert into admin.deliveries (id, cron_webhook_id, status, trigger, attempt,"
             " created_at) values (7, 1, 'success', 'schedule', 1, now())"
@@ -113,6 +114,9 @@ async def test_existing_rows_survive_in_their_partitions(before_buckets: str) ->
             "select delivery_id from scheduler.inbox where event_id = $1", ids[0]
         ) == 0
         assert await conn.fetchval("select status from admin.deliveries where id = 7") == "success"
+        assert await conn.fetchval(
+            "select tableoid::regclass::text from scheduler.slot_requests where delivery_id = 7"
+        ) == "scheduler.slot_requests_before"
         log = await conn.fetchrow("select * from admin.attempt_logs where delivery_id = 7")
         assert (log["request_body"], log["response_body"]) == ('{"id": 7}', "ok")
         assert await conn.fetchval(

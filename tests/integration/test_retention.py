@@ -24,6 +24,7 @@ from cronhooks_common.live_tail import LiveTail
 from cronhooks_common.retention import RetentionJob
 from cronhooks_common.settings import Settings
 from cronhooks_common.tail import START
+from cronhooks_scheduler.slot_retention import SlotRequestDays, day_name, midnight
 from tests.integration.test_admin_rebuild import TABLES, quiet, snapshot
 from tests.support.agent import Agent, Received
 from tests.support.flows import (
@@ -330,3 +331,23 @@ async def test_a_sealed_bucket_refuses_appends_and_leaves_the_projectors_reads(
                     causation=Causation.new(),
                     occurred_at=clock.now(),
                 )
+
+
+async def test_slot_requests_are_kept_by_day_and_stay_unique(pool: asyncpg.Pool) -> None:
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    days = SlotRequestDays(delivery_retention_days=30)
+    job = RetentionJob(pool=pool, clock=clock, delivery_retention_days=30, steps=[days.step])
+    await job.step()
+    tomorrow = clock.now() + DAY
+    insert = (
+        "insert into scheduler.slot_requests values (1, $1, $2)"
+        " on conflict (webhook_id, slot) do nothing returning tableoid::regclass::text"
+    )
+    assert await pool.fetchval(insert, tomorrow, 5) == day_name(midnight(tomorrow))
+    assert await pool.fetchval(insert, tomorrow, 6) is None  # one slot, one delivery id
+    assert await pool.fetchval(insert, clock.now(), 7) == "scheduler.slot_requests_before"
+    clock.advance(timedelta(days=33))
+    await job.step()
+    assert await pool.fetchval("select count(*) from scheduler.slot_requests") == 0
+    assert await pool.fetchval("select to_regclass('scheduler.slot_requests_before')") is None
+    assert await pool.fetchval(insert, clock.now(), 8) == day_name(midnight(clock.now()))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -40,6 +41,10 @@ from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 
 log = structlog.get_logger(__name__)
+
+# A service's own bounded table, kept by the job under its lock (the scheduler's
+# slot_requests by day): called with the connection and the job's clock's now.
+Step = Callable[[asyncpg.Connection, datetime], Awaitable[None]]
 
 RETENTION_LOCK = 0x63726F6E_72657465  # "cronrete"
 SPAN = timedelta(days=1)  # a bucket's time of filling
@@ -87,6 +92,7 @@ class RetentionJob:
         clock: Clock,
         delivery_retention_days: int,
         attempt_log_retention_days: int = 0,
+        steps: Sequence[Step] = (),
     ) -> None:
         self._pool = pool
         self._clock = clock
@@ -96,6 +102,7 @@ class RetentionJob:
         self._log_retention = (
             timedelta(days=attempt_log_retention_days) if attempt_log_retention_days else None
         )
+        self._steps = tuple(steps)
         self._wake = asyncio.Event()
 
     async def run(self) -> None:
@@ -126,6 +133,9 @@ class RetentionJob:
                 await self._seal(conn, now)
                 if self._log_retention:
                     await self._drop_logs(conn, now - self._log_retention)
+                for step in self._steps:
+                    async with conn.transaction():
+                        await step(conn, now)
                 return await self._drop(conn, now) if self._retention else []
             finally:
                 await conn.execute("select pg_advisory_unlock($1)", RETENTION_LOCK)
