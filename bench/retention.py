@@ -20,7 +20,6 @@ import asyncpg
 from bench.common import scratch_database, table
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.retention import RetentionJob
-from cronhooks_scheduler.slot_retention import SlotRequestDays
 
 DELIVERIES = 1_000_000
 DAYS = 60
@@ -70,7 +69,8 @@ with ids as (
     select d, 1, repeat('r', 600), repeat('a', 200) from ids
 ), slots as (
     insert into scheduler.slot_requests (webhook_id, slot, delivery_id)
-    select 1 + d % 1000, $2::timestamptz + (d / 1000) * interval '1 minute', d from ids
+    select 1 + d % 1000, $2::timestamptz + ((d / 1000) % 600) * interval '1 minute', d
+    from ids
 )
 select count(*) from ids
 """
@@ -92,7 +92,6 @@ async def _simulate(dsn: str, retention_days: int, log_days: int) -> tuple[int, 
             clock=clock,
             delivery_retention_days=retention_days,
             attempt_log_retention_days=log_days,
-            steps=[SlotRequestDays(delivery_retention_days=retention_days).step],
         )
         await job.step()
         per_day = DELIVERIES // DAYS

@@ -19,12 +19,12 @@ from aiohttp import web
 
 from cronhooks_common import eventstore
 from cronhooks_common.clock import ManualClock
+from cronhooks_common.day_partitions import day_name, midnight
 from cronhooks_common.events import Causation, NewEvent
 from cronhooks_common.live_tail import LiveTail
 from cronhooks_common.retention import RetentionJob
 from cronhooks_common.settings import Settings
 from cronhooks_common.tail import START
-from cronhooks_scheduler.slot_retention import SlotRequestDays, day_name, midnight
 from tests.integration.test_admin_rebuild import TABLES, quiet, snapshot
 from tests.support.agent import Agent, Received
 from tests.support.flows import (
@@ -335,19 +335,23 @@ async def test_a_sealed_bucket_refuses_appends_and_leaves_the_projectors_reads(
 
 async def test_slot_requests_are_kept_by_day_and_stay_unique(pool: asyncpg.Pool) -> None:
     clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    days = SlotRequestDays(delivery_retention_days=30)
-    job = RetentionJob(pool=pool, clock=clock, delivery_retention_days=30, steps=[days.step])
+    job = RetentionJob(pool=pool, clock=clock, delivery_retention_days=30)
     await job.step()
     tomorrow = clock.now() + DAY
     insert = (
         "insert into scheduler.slot_requests values (1, $1, $2)"
         " on conflict (webhook_id, slot) do nothing returning tableoid::regclass::text"
     )
-    assert await pool.fetchval(insert, tomorrow, 5) == day_name(midnight(tomorrow))
+    slots = "scheduler.slot_requests"
+    assert await pool.fetchval(insert, tomorrow, 5) == day_name(slots, midnight(tomorrow))
     assert await pool.fetchval(insert, tomorrow, 6) is None  # one slot, one delivery id
     assert await pool.fetchval(insert, clock.now(), 7) == "scheduler.slot_requests_before"
     clock.advance(timedelta(days=33))
     await job.step()
     assert await pool.fetchval("select count(*) from scheduler.slot_requests") == 0
     assert await pool.fetchval("select to_regclass('scheduler.slot_requests_before')") is None
-    assert await pool.fetchval(insert, clock.now(), 8) == day_name(midnight(clock.now()))
+    assert await pool.fetchval(insert, clock.now(), 8) == day_name(slots, midnight(clock.now()))
+    # The importer's change requests are kept by day the same way.
+    assert await pool.fetchval(
+        "select to_regclass($1)", day_name("importer.change_requests", midnight(clock.now()))
+    )

@@ -14,6 +14,8 @@ each step:
 - **drops attempt logs** (request and response bodies) of sealed buckets closed more than
   `CRONHOOKS_ATTEMPT_LOG_RETENTION_DAYS` ago: their partitions of the tables registered in
   `eventstore.attempt_log_tables`; the attempts stay (`logsExpired`);
+- **keeps days** of the tables partitioned by day (`day_partitions.py`: slot and change
+  requests), dropping those older than the delivery retention;
 - **drops** a bucket whose last event is older than `CRONHOOKS_DELIVERY_RETENTION_DAYS`,
   unless a delivery in it has not finished (it is not sealed) or a registered tail reader
   (`eventstore.bucket_readers`) has not read past its last event: then the bucket is held
@@ -28,23 +30,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
 import structlog
 
-from cronhooks_common import bucket_ddl
+from cronhooks_common import bucket_ddl, day_partitions
 from cronhooks_common.buckets import partition
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 
 log = structlog.get_logger(__name__)
-
-# A service's own bounded table, kept by the job under its lock (the scheduler's
-# slot_requests by day): called with the connection and the job's clock's now.
-Step = Callable[[asyncpg.Connection, datetime], Awaitable[None]]
 
 RETENTION_LOCK = 0x63726F6E_72657465  # "cronrete"
 SPAN = timedelta(days=1)  # a bucket's time of filling
@@ -92,7 +89,6 @@ class RetentionJob:
         clock: Clock,
         delivery_retention_days: int,
         attempt_log_retention_days: int = 0,
-        steps: Sequence[Step] = (),
     ) -> None:
         self._pool = pool
         self._clock = clock
@@ -102,7 +98,7 @@ class RetentionJob:
         self._log_retention = (
             timedelta(days=attempt_log_retention_days) if attempt_log_retention_days else None
         )
-        self._steps = tuple(steps)
+        self._retention_days = delivery_retention_days
         self._wake = asyncio.Event()
 
     async def run(self) -> None:
@@ -133,10 +129,10 @@ class RetentionJob:
                 await self._seal(conn, now)
                 if self._log_retention:
                     await self._drop_logs(conn, now - self._log_retention)
-                for step in self._steps:
-                    async with conn.transaction():
-                        await step(conn, now)
-                return await self._drop(conn, now) if self._retention else []
+                dropped = await self._drop(conn, now) if self._retention else []
+                async with conn.transaction():
+                    await day_partitions.keep_days(conn, now, self._retention_days)
+                return dropped
             finally:
                 await conn.execute("select pg_advisory_unlock($1)", RETENTION_LOCK)
 

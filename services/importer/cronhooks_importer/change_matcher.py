@@ -182,15 +182,19 @@ class ChangeMatcher:
         now = self._clock.now()
         rows = await conn.fetch(
             """
-            insert into importer.change_requests (webhook_id, batch_id, delivery_id, requested_at)
-            select w, b, nextval('eventstore.delivery_ids'), $3
-            from unnest($1::bigint[], $2::uuid[]) as x(w, b)
-            on conflict (webhook_id, batch_id) do nothing
+            insert into importer.change_requests
+                (webhook_id, batch_id, batch_at, delivery_id, requested_at)
+            select w, b, t, nextval('eventstore.delivery_ids'), $3
+            from unnest($1::bigint[], $2::uuid[], $4::timestamptz[]) as x(w, b, t)
+            on conflict (webhook_id, batch_id, batch_at) do nothing
             returning webhook_id, batch_id::text as batch_id, delivery_id
             """,
             [m.hook.webhook_id for m in matched],
             [m.batch[0].data["batch_id"] for m in matched],
             now,
+            # The batch's own time, the same on every replay: the table is partitioned by
+            # day of it (retention), and the key stays unique per batch.
+            [m.batch[0].occurred_at for m in matched],
         )
         won = {(r["webhook_id"], r["batch_id"]): r["delivery_id"] for r in rows}
         appends: list[Append] = []

@@ -20,7 +20,6 @@ from cronhooks_common.retention import RetentionJob
 from cronhooks_common.service import Runtime
 from cronhooks_scheduler.loop import SchedulerLoop
 from cronhooks_scheduler.retries import on_attempt_failed
-from cronhooks_scheduler.slot_retention import SlotRequestDays
 from cronhooks_scheduler.timers import HANDLED, on_webhook_event
 from cronhooks_scheduler.triggers import HANDLED as TRIGGER_EVENTS
 from cronhooks_scheduler.triggers import on_trigger_event
@@ -54,11 +53,6 @@ class Scheduler:
             clock=runtime.clock,
             delivery_retention_days=runtime.settings.delivery_retention_days,
             attempt_log_retention_days=runtime.settings.attempt_log_retention_days,
-            steps=[
-                SlotRequestDays(
-                    delivery_retention_days=runtime.settings.delivery_retention_days
-                ).step
-            ],
         )
         self._tasks: list[asyncio.Task[None]] = []
 

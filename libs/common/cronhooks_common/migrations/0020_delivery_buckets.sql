@@ -156,3 +156,9 @@ begin
     end loop;
     insert into eventstore.bucketed_tables (name) values (parent);
 end $$;
+
+-- Tables partitioned by UTC day of a time column in their key (day_partitions.py), kept
+-- as long as the deliveries: their owners register them here.
+create table eventstore.dated_tables (
+    name  text primary key
+);

@@ -20,7 +20,7 @@ drop table scheduler.inbox_unbucketed;
 
 -- slot_requests grows by a row per slot. Its key (webhook, slot) is what makes a second
 -- delivery id for one slot impossible across replicas, so it is partitioned by the slot
--- itself (one partition per UTC day, slot_retention.py creates them ahead and drops those
+-- itself (one partition per UTC day, day_partitions.py creates them ahead and drops those
 -- older than the delivery retention): one slot always falls in one partition, and the
 -- key stays unique. Rows from before are one partition (to the end of the day of the
 -- migration; the daily ones start after it), dropped the same way.
@@ -45,3 +45,4 @@ end $$;
 insert into scheduler.slot_requests select webhook_id, slot, delivery_id
 from scheduler.slot_requests_unbucketed;
 drop table scheduler.slot_requests_unbucketed;
+insert into eventstore.dated_tables (name) values ('scheduler.slot_requests');
