@@ -66,7 +66,7 @@ async def drop_bucket(conn: asyncpg.Connection, bucket: int, lo: int, hi: int) -
     for cleanup in cleanups:
         await conn.execute(cleanup["statement"], lo, hi)
     for table in await bucketed_tables(conn):
-        await conn.execute(f"drop table if exists {partition(table, f'b{bucket}')}")
+        await drop_partition(conn, table, partition(table, f"b{bucket}"))
     await conn.execute("delete from eventstore.buckets where bucket = $1", bucket)
     await bump_generation(conn)
 
@@ -98,10 +98,18 @@ async def drop_attempt_logs(conn: asyncpg.Connection, bucket: int) -> None:
     (projections then write no body for the bucket: a rebuild keeps what was dropped
     dropped). Its rows that arrive later land in the default partition, never read."""
     for r in await conn.fetch("select name from eventstore.attempt_log_tables"):
-        await conn.execute(f"drop table if exists {partition(r['name'], f'b{bucket}')}")
+        await drop_partition(conn, r["name"], partition(r["name"], f"b{bucket}"))
     await conn.execute(
         "update eventstore.buckets set logs_dropped_at = now() where bucket = $1", bucket
     )
+
+
+async def drop_partition(conn: asyncpg.Connection, parent: str, name: str) -> None:
+    """Drop one partition, taking its parent's lock first. DROP locks the partition, then
+    the parent; a query locks the parent, then its partitions: taken the other way round,
+    a drop and a read of both deadlock (seen in tests, a GraphQL read of the attempts)."""
+    await conn.execute(f"lock table {parent} in access exclusive mode")
+    await conn.execute(f"drop table if exists {name}")
 
 
 async def bump_generation(conn: asyncpg.Connection) -> None:

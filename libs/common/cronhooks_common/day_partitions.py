@@ -19,6 +19,8 @@ from datetime import UTC, datetime, time, timedelta
 import asyncpg
 import structlog
 
+from cronhooks_common.bucket_ddl import drop_partition
+
 log = structlog.get_logger(__name__)
 
 AHEAD = 3  # days of partitions kept ready
@@ -48,7 +50,7 @@ async def keep_days(conn: asyncpg.Connection, now: datetime, retention_days: int
         if keep is not None:
             for name, upper in parts.items():
                 if upper <= now - keep:
-                    await conn.execute(f"drop table {name}")
+                    await drop_partition(conn, table, name)
                     log.info("retention_day_dropped", partition=name)
 
 

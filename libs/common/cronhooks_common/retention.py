@@ -108,6 +108,8 @@ class RetentionJob:
                 await self.step()
             except TRANSIENT_DB_ERRORS as exc:
                 log.warning("retention_database_unavailable", error=repr(exc))
+            except asyncpg.LockNotAvailableError:
+                log.info("retention_busy")  # a lock not had within lock_timeout: next step
             except Exception:
                 log.exception("retention_failed")
             await self._clock.sleep_until(self._clock.now() + EVERY, self._wake)
@@ -131,6 +133,7 @@ class RetentionJob:
                     await self._drop_logs(conn, now - self._log_retention)
                 dropped = await self._drop(conn, now) if self._retention else []
                 async with conn.transaction():
+                    await conn.execute("set local lock_timeout = '500ms'")
                     await day_partitions.keep_days(conn, now, self._retention_days)
                 return dropped
             finally:
@@ -167,9 +170,9 @@ class RetentionJob:
         for b in _closed(await _buckets(conn), now - SEAL_GRACE):
             if b.sealed is None and not (await _unfinished(conn, b))[0]:
                 async with conn.transaction():
-                    # Short waits for the partition's lock: better to try again next step
-                    # than to queue readers behind a waiting ALTER.
-                    await conn.execute("set local lock_timeout = '2s'")
+                    # Short waits for locks: better to try again next step than to queue
+                    # readers and writers behind a waiting ALTER or DROP.
+                    await conn.execute("set local lock_timeout = '500ms'")
                     await bucket_ddl.seal_bucket(conn, b.bucket)
                 log.info("retention_bucket_sealed", bucket=b.bucket)
 
@@ -179,7 +182,7 @@ class RetentionJob:
         for b in _closed(await _buckets(conn), before):
             if b.sealed is not None and not b.logs_dropped:
                 async with conn.transaction():
-                    await conn.execute("set local lock_timeout = '2s'")
+                    await conn.execute("set local lock_timeout = '500ms'")
                     await bucket_ddl.drop_attempt_logs(conn, b.bucket)
                 log.info("retention_attempt_logs_dropped", bucket=b.bucket)
 
@@ -190,7 +193,7 @@ class RetentionJob:
         for b in _closed(await _buckets(conn), before):
             if await self._droppable(conn, b, before):
                 async with conn.transaction():
-                    await conn.execute("set local lock_timeout = '2s'")
+                    await conn.execute("set local lock_timeout = '500ms'")
                     await bucket_ddl.drop_bucket(conn, b.bucket, b.lo, b.hi)
                 log.info("retention_bucket_dropped", bucket=b.bucket, lo=b.lo, hi=b.hi)
                 dropped.append(b.bucket)
