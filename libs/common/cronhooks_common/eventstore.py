@@ -13,7 +13,7 @@ from uuid import UUID
 import asyncpg
 
 from cronhooks_common import jsonfast
-from cronhooks_common.buckets import Router, delivery_of, fetch_routed, partition
+from cronhooks_common.buckets import KEPT, Router, delivery_of, fetch_routed, partition
 from cronhooks_common.events import Causation, Event, NewEvent
 
 
@@ -158,7 +158,7 @@ async def append_many(
 async def stream_version(conn: asyncpg.Connection | asyncpg.Pool, stream: str) -> int:
     """The current version of `stream` (0 if it has no events)."""
     version: int = await conn.fetchval(
-        "select coalesce(max(version), 0) from eventstore.events"
+        f"select coalesce(max(version), 0) from {_table_of(stream)}"
         " where stream = $1 and delivery_id = eventstore.delivery_of($1)",
         stream,
     )
@@ -166,13 +166,19 @@ async def stream_version(conn: asyncpg.Connection | asyncpg.Pool, stream: str) -
 
 
 async def read_stream(conn: asyncpg.Connection | asyncpg.Pool, stream: str) -> list[Event]:
-    """The events of one stream (its delivery id lets the plan skip the other partitions)."""
     rows = await conn.fetch(
-        f"select {_COLUMNS} from eventstore.events"
+        f"select {_COLUMNS} from {_table_of(stream)}"
         " where stream = $1 and delivery_id = eventstore.delivery_of($1) order by version",
         stream,
     )
     return [event_from_row(r) for r in rows]
+
+
+def _table_of(stream: str) -> str:
+    """A stream kept forever (a webhook's, an agent's, a key's...) is read from its
+    partition alone; a delivery's, rarely read whole, through the parent (the delivery id
+    in the condition skips the other partitions' scans, not their planning)."""
+    return "eventstore.events" if delivery_of(stream) else partition("eventstore.events", KEPT)
 
 
 async def read_events(
