@@ -1,5 +1,7 @@
-"""`python -m bench [scheduler ...] [--replicas N]`: run benchmarks, print and save a
-markdown report. `--replicas N` runs the herd suite with N processes of each service."""
+"""`python -m bench [scheduler ...] [--replicas N] [--lookups]`: run benchmarks, print and
+save a markdown report. `--replicas N` runs the herd suite with N processes of each
+service; `retention --lookups` runs the retention suite's hot-path micro-bench instead of
+its storage figure."""
 
 from __future__ import annotations
 
@@ -9,7 +11,19 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 
-from bench import admin_reads, amqp, changes, dispatch, herd, jitter, notes, scheduler, triggers
+from bench import (
+    admin_reads,
+    amqp,
+    changes,
+    dispatch,
+    herd,
+    jitter,
+    notes,
+    retention,
+    retention_lookups,
+    scheduler,
+    triggers,
+)
 from bench.common import write_report
 from cronhooks_common.logs import configure_logging
 
@@ -24,6 +38,7 @@ SUITES: dict[str, Suite] = {
     "changes": changes.change_lag,
     "admin": admin_reads.admin_reads,
     "triggers": triggers.fire_lateness,
+    "retention": retention.sizes,
 }
 
 
@@ -42,6 +57,8 @@ def chosen(args: argparse.Namespace) -> list[Suite]:
     suites = {name: SUITES[name] for name in names}
     if args.replicas != 1:
         suites["herd"] = functools.partial(herd.run, replicas=args.replicas)
+    if args.lookups:
+        suites["retention"] = retention_lookups.lookups
     return list(suites.values())
 
 
@@ -55,6 +72,11 @@ if __name__ == "__main__":
         metavar="N",
         help="herd only: N processes of each service against one database and vhost",
     )
+    parser.add_argument(
+        "--lookups",
+        action="store_true",
+        help="retention only: one table vs delivery buckets for each hot-path statement",
+    )
     args = parser.parse_args()
     unknown = set(args.suites) - set(SUITES)
     if unknown:
@@ -64,5 +86,7 @@ if __name__ == "__main__":
     # Only the herd knows replicas; the other suites would quietly run one of each.
     if args.replicas != 1 and args.suites != ["herd"]:
         parser.error("--replicas applies to the herd suite only: python -m bench herd --replicas 2")
+    if args.lookups and args.suites != ["retention"]:
+        parser.error("--lookups applies to the retention suite only: python -m bench retention --lookups")
     configure_logging("bench", "console", level=logging.WARNING)
     asyncio.run(main(chosen(args)))

@@ -61,9 +61,15 @@ async def _seed(dsn: str) -> None:
         await conn.execute(
             """
             insert into admin.delivery_attempts
-                (delivery_id, attempt, request_body, response_status, response_body,
-                 duration_ms, started_at)
-            select id, 1, '{"version":1}', 200, '{"status":"ok"}', duration_ms, created_at
+                (delivery_id, attempt, response_status, duration_ms, started_at)
+            select id, 1, 200, duration_ms, created_at
+            from admin.deliveries where cron_webhook_id = 1
+            """
+        )
+        await conn.execute(
+            """
+            insert into admin.attempt_logs (delivery_id, attempt, request_body, response_body)
+            select id, 1, '{"version":1}', '{"status":"ok"}'
             from admin.deliveries where cron_webhook_id = 1
             """
         )

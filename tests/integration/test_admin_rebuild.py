@@ -25,6 +25,7 @@ TABLES = {
     "admin.webhooks": "id",
     "admin.deliveries": "id",
     "admin.delivery_attempts": "delivery_id, attempt",
+    "admin.attempt_logs": "delivery_id, attempt",
     "admin.notes": "path",
     "admin.alerts": "id",
 }

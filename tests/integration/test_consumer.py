@@ -26,7 +26,9 @@ def make_event(n: int, kind: str = "test.counted") -> Event:
 @pytest.fixture
 async def effects(pool: asyncpg.Pool) -> asyncpg.Pool:
     await pool.execute("create table public.effects (n int not null, event_id uuid not null)")
-    await pool.execute("create table public.test_inbox (event_id uuid primary key)")
+    await pool.execute(
+        "create table public.test_inbox (event_id uuid primary key, delivery_id bigint not null)"
+    )
     return pool
 
 

@@ -33,25 +33,30 @@ async def test_a_burst_is_one_query_and_every_answer_matches_its_key(pool: async
             for name, new in news.items()
         }
     await pool.execute(
-        "insert into dispatcher.inbox (event_id) values ($1)", stored["handled"].event_id
+        "insert into dispatcher.inbox (event_id, delivery_id) values ($1, 0)",
+        stored["handled"].event_id,
     )
     forged = uuid.uuid4()
 
     queries = 0
 
     class Counting(DeliveryLookups):
-        async def batch_load_fn(self, keys: list[uuid.UUID]) -> list[Lookup]:
+        async def batch_load_fn(self, keys: list[tuple[uuid.UUID, str]]) -> list[Lookup]:
             nonlocal queries
             queries += 1
             return await super().batch_load_fn(keys)
 
     lookups = Counting(pool)
     got = await asyncio.gather(
-        lookups.load(stored["fresh"].event_id),
-        lookups.load(stored["handled"].event_id),
-        lookups.load(stored["orphan"].event_id),  # the webhook's secret is gone
-        lookups.load(stored["fire"].event_id),  # a one-shot fire has no webhook
-        lookups.load(forged),  # not in the store
+        lookups.load((stored["fresh"].event_id, stored["fresh"].stream)),
+        lookups.load((stored["handled"].event_id, stored["handled"].stream)),
+        lookups.load(
+            (stored["orphan"].event_id, stored["orphan"].stream)
+        ),  # the webhook's secret is gone
+        lookups.load(
+            (stored["fire"].event_id, stored["fire"].stream)
+        ),  # a one-shot fire has no webhook
+        lookups.load((forged, "delivery-1")),  # not in the store
     )
     assert [(g.stored.data if g.stored else None, g.handled, g.sealed_secret) for g in got] == [
         ({"webhook_id": 2, "delivery_id": 1}, False, b"two"),
@@ -65,6 +70,7 @@ async def test_a_burst_is_one_query_and_every_answer_matches_its_key(pool: async
 
     # No cache: a request handled since is seen as handled at the next look.
     await pool.execute(
-        "insert into dispatcher.inbox (event_id) values ($1)", stored["fresh"].event_id
+        "insert into dispatcher.inbox (event_id, delivery_id) values ($1, 0)",
+        stored["fresh"].event_id,
     )
-    assert (await lookups.load(stored["fresh"].event_id)).handled
+    assert (await lookups.load((stored["fresh"].event_id, stored["fresh"].stream))).handled

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import cast
 from uuid import UUID
 
@@ -57,6 +57,7 @@ from cronhooks_common.broker import (
     TRANSIENT_AMQP_ERRORS,
     declare_exchange,
 )
+from cronhooks_common.buckets import Router, delivery_of
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import Event
 from cronhooks_common.trust import as_stored
@@ -74,24 +75,23 @@ RESUBSCRIBE_CHECK_SECONDS = 1.0  # how often the subscription is checked after a
 POISON_TRIES = 5  # attempts before a message that fails with a non-transient error is parked
 
 
-async def claim_event(conn: asyncpg.Connection, inbox: str, event_id: UUID) -> bool:
-    """Record `event_id` in the `inbox` table; False if it was handled before.
+async def claim_event(conn: asyncpg.Connection, inbox: str, event: Event) -> bool:
+    """Record `event` in the `inbox` table; False if it was handled before.
 
     Call inside the transaction of the effect: both commit together or neither does.
+    Inboxes are partitioned by the delivery bucket of the event's stream (retention).
     """
-    row = await conn.fetchval(
-        f"insert into {inbox} (event_id) values ($1) on conflict do nothing returning true",
-        event_id,
-    )
-    return bool(row)
+    return bool(await claim_events(conn, inbox, [event]))
 
 
-async def claim_events(conn: asyncpg.Connection, inbox: str, event_ids: list[UUID]) -> set[UUID]:
+async def claim_events(conn: asyncpg.Connection, inbox: str, events: Sequence[Event]) -> set[UUID]:
     """The batch form of `claim_event`, in one statement: the ids not handled before."""
     rows = await conn.fetch(
-        f"insert into {inbox} (event_id) select unnest($1::uuid[])"
+        f"insert into {inbox} (event_id, delivery_id)"
+        " select * from unnest($1::uuid[], $2::bigint[])"
         " on conflict do nothing returning event_id",
-        event_ids,
+        [e.event_id for e in events],
+        [delivery_of(e.stream) for e in events],
     )
     return {r["event_id"] for r in rows}
 
@@ -125,6 +125,7 @@ class Consumer:
         self._amqp = amqp
         self._pool = pool
         self._inbox = inbox
+        self._router = Router()  # the partition of each stored event read
         self._routing_keys = tuple(str(key) for key in routing_keys)
         self._transactional = transactional
         self._free = free
@@ -312,13 +313,15 @@ class Consumer:
     async def _transact(self, parsed: list[tuple[DeliveredMessage, Event]]) -> None:
         assert self._transactional is not None and self._pool is not None
         async with self._pool.acquire() as conn, conn.transaction():
-            stored = await eventstore.read_events(conn, [event.event_id for _, event in parsed])
+            stored = await eventstore.read_events(
+                conn, [(event.event_id, event.stream) for _, event in parsed], self._router
+            )
             genuine = [
                 event
                 for _, sent in parsed
                 if (event := as_stored(sent, stored.get(sent.event_id), consumer=self.name))
             ]
-            fresh = await claim_events(conn, self._inbox, [event.event_id for event in genuine])
+            fresh = await claim_events(conn, self._inbox, genuine)
             for event in genuine:
                 if event.event_id in fresh:
                     fresh.discard(event.event_id)  # a copy of it later in the batch is a repeat

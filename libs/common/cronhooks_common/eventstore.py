@@ -13,6 +13,7 @@ from uuid import UUID
 import asyncpg
 
 from cronhooks_common import jsonfast
+from cronhooks_common.buckets import KEPT, Router, delivery_of, fetch_routed, partition
 from cronhooks_common.events import Causation, Event, NewEvent
 
 
@@ -29,17 +30,21 @@ class ConcurrencyError(Exception):
         self.expected = expected
 
 
-# One round trip appends the events and queues them in the outbox.
+# One round trip appends the events and queues them in the outbox. Through the
+# partitioned parent: an insert routes each row to its bucket's partition without planning
+# the others (`bench retention --lookups`). The outbox row carries the delivery id, so the
+# relay reads the event from its partition.
 _INSERT = """
 with appended as (
     insert into eventstore.events
-        (stream, version, event_id, type, data, correlation_id, causation_id, actor, occurred_at)
-    select $1, v, id, t, d::jsonb, $5, $6, $7, $8
+        (stream, version, event_id, type, data, correlation_id, causation_id, actor, occurred_at,
+         delivery_id)
+    select $1, v, id, t, d::jsonb, $5, $6, $7, $8, eventstore.delivery_of($1)
     from unnest($2::int[], $3::uuid[], $4::text[], $9::text[]) as x(v, id, t, d)
-    on conflict (stream, version) do nothing
-    returning position
+    on conflict (stream, version, delivery_id) do nothing
+    returning position, delivery_id
 )
-insert into eventstore.outbox (position) select position from appended
+insert into eventstore.outbox (position, delivery_id) select position, delivery_id from appended
 returning position
 """
 
@@ -108,14 +113,15 @@ async def append_many(
         with appended as (
             insert into eventstore.events
                 (stream, version, event_id, type, data, correlation_id, causation_id, actor,
-                 occurred_at)
-            select s, v, id, t, d::jsonb, c, k, a, $8
+                 occurred_at, delivery_id)
+            select s, v, id, t, d::jsonb, c, k, a, $8, eventstore.delivery_of(s)
             from unnest($1::text[], $2::int[], $3::uuid[], $4::text[], $5::text[], $6::uuid[],
                         $7::uuid[], $9::text[]) as x(s, v, id, t, d, c, k, a)
-            on conflict (stream, version) do nothing
-            returning stream, position
+            on conflict (stream, version, delivery_id) do nothing
+            returning stream, position, delivery_id
         ), queued as (
-            insert into eventstore.outbox (position) select position from appended
+            insert into eventstore.outbox (position, delivery_id)
+            select position, delivery_id from appended
         )
         select stream from appended
         """,
@@ -152,26 +158,48 @@ async def append_many(
 async def stream_version(conn: asyncpg.Connection | asyncpg.Pool, stream: str) -> int:
     """The current version of `stream` (0 if it has no events)."""
     version: int = await conn.fetchval(
-        "select coalesce(max(version), 0) from eventstore.events where stream = $1", stream
+        f"select coalesce(max(version), 0) from {_table_of(stream)}"
+        " where stream = $1 and delivery_id = eventstore.delivery_of($1)",
+        stream,
     )
     return version
 
 
 async def read_stream(conn: asyncpg.Connection | asyncpg.Pool, stream: str) -> list[Event]:
     rows = await conn.fetch(
-        f"select {_COLUMNS} from eventstore.events where stream = $1 order by version", stream
+        f"select {_COLUMNS} from {_table_of(stream)}"
+        " where stream = $1 and delivery_id = eventstore.delivery_of($1) order by version",
+        stream,
     )
     return [event_from_row(r) for r in rows]
 
 
+def _table_of(stream: str) -> str:
+    """A stream kept forever (a webhook's, an agent's, a key's...) is read from its
+    partition alone; a delivery's, rarely read whole, through the parent (the delivery id
+    in the condition skips the other partitions' scans, not their planning)."""
+    return "eventstore.events" if delivery_of(stream) else partition("eventstore.events", KEPT)
+
+
 async def read_events(
-    conn: asyncpg.Connection | asyncpg.Pool, event_ids: Sequence[UUID]
+    conn: asyncpg.Connection | asyncpg.Pool,
+    keys: Sequence[tuple[UUID, str]],
+    router: Router,
 ) -> dict[UUID, Event]:
-    """The stored events with these ids (consumers check messages against them)."""
-    rows = await conn.fetch(
-        f"select {_COLUMNS} from eventstore.events where event_id = any($1::uuid[])",
-        list(event_ids),
-    )
+    """The stored events with these (event id, stream) keys, as a message names them
+    (consumers check messages against them). Each is looked for in the partition of the
+    stream the message names: an event the message misnames is not found, as it would be
+    refused anyway (trust.py)."""
+
+    async def fetch(suffix: str, group: list[tuple[UUID, str]]) -> list[asyncpg.Record]:
+        rows: list[asyncpg.Record] = await conn.fetch(
+            f"select {_COLUMNS} from {partition('eventstore.events', suffix)}"
+            " where event_id = any($1::uuid[])",
+            [event_id for event_id, _ in group],
+        )
+        return rows
+
+    rows = await fetch_routed(conn, router, list(keys), lambda k: delivery_of(k[1]), fetch)
     return {r["event_id"]: event_from_row(r) for r in rows}
 
 

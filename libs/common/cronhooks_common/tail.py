@@ -13,6 +13,10 @@ nothing below the watermark can appear later. Reading in (txid, position) order 
 
 An event committed after a still-running older transaction waits until that transaction
 ends (`held_back` says so, so the caller can look again soon instead of sleeping long).
+
+A reader that wants only streams kept forever (the change matcher: webhooks and notes)
+tails the `kept` partition alone (`table=KEPT_EVENTS`): it then neither plans the delivery
+buckets' partitions nor scans past their events.
 """
 
 from __future__ import annotations
@@ -41,9 +45,11 @@ class Checkpoint:
 
 
 START = Checkpoint(0, 0)
+ALL_EVENTS = "eventstore.events"
+KEPT_EVENTS = "eventstore.events_kept"  # the streams kept forever (see buckets.py)
 
 _READ = f"""
-select txid, position, {_COLUMNS} from eventstore.events
+select txid, position, {_COLUMNS} from {{table}}
 where (txid, position) > ($1, $2) and txid < {WATERMARK}
 order by txid, position
 limit $3
@@ -53,19 +59,19 @@ limit $3
 # by type in the read itself left the checkpoint at the last wanted event, so each read
 # of a herd scanned again every delivery event since the last note.)
 _SCAN = f"""
-select txid, position, type from eventstore.events
+select txid, position, type from {{table}}
 where (txid, position) > ($1, $2) and txid < {WATERMARK}
 order by txid, position
 limit $3
 """
 _BY_POSITION = f"""
-select txid, position, {_COLUMNS} from eventstore.events
+select txid, position, {_COLUMNS} from {{table}}
 where position = any($1::bigint[])
 order by txid, position
 """
 # The rest of one transaction's events after a position (it has committed: it was read).
 _REST = f"""
-select txid, position, {_COLUMNS} from eventstore.events
+select txid, position, {_COLUMNS} from {{table}}
 where txid = $1 and position > $2 and type = any($3::text[])
 order by position
 """
@@ -77,40 +83,47 @@ order by position
 # the prepared statement's generic plan scanned the whole table (10-18 ms a call, 300
 # calls in a 10,000 herd).
 _HELD_BACK = f"""
-select min(txid) is not null from eventstore.events
+select min(txid) is not null from {{table}}
 where txid > $1 and txid >= {WATERMARK}
 """
 
 
 async def read_after(
-    conn: asyncpg.Connection, after: Checkpoint, limit: int
+    conn: asyncpg.Connection, after: Checkpoint, limit: int, *, table: str = ALL_EVENTS
 ) -> tuple[list[Event], Checkpoint]:
     """The next committed events after `after`, in (txid, position) order, and the
     checkpoint of the last one (`after` if there were none)."""
-    return _events(await conn.fetch(_READ, after.txid, after.position, limit), after)
+    rows = await conn.fetch(_READ.format(table=table), after.txid, after.position, limit)
+    return _events(rows, after)
 
 
 async def scan_after(
-    conn: asyncpg.Connection, after: Checkpoint, limit: int, *, types: Sequence[str]
+    conn: asyncpg.Connection,
+    after: Checkpoint,
+    limit: int,
+    *,
+    types: Sequence[str],
+    table: str = ALL_EVENTS,
 ) -> tuple[list[Event], Checkpoint, int]:
     """The committed events of `types` among the next `limit` events after `after`, the
     checkpoint of the last event scanned (wanted or not), and how many were scanned."""
-    window = await conn.fetch(_SCAN, after.txid, after.position, limit)
+    window = await conn.fetch(_SCAN.format(table=table), after.txid, after.position, limit)
     if not window:
         return [], after, 0
     last = Checkpoint(window[-1]["txid"], window[-1]["position"])
     wanted = set(types)
     positions = [r["position"] for r in window if r["type"] in wanted]
-    rows = await conn.fetch(_BY_POSITION, positions) if positions else []
+    rows = await conn.fetch(_BY_POSITION.format(table=table), positions) if positions else []
     return [event_from_row(r) for r in rows], last, len(window)
 
 
 async def read_rest_of(
-    conn: asyncpg.Connection, at: Checkpoint, *, types: Sequence[str]
+    conn: asyncpg.Connection, at: Checkpoint, *, types: Sequence[str], table: str = ALL_EVENTS
 ) -> tuple[list[Event], Checkpoint]:
     """The events of transaction `at.txid` after `at` (a read that stopped at its limit
     inside a transaction completes it with this), and the checkpoint of the last."""
-    return _events(await conn.fetch(_REST, at.txid, at.position, list(types)), at)
+    rows = await conn.fetch(_REST.format(table=table), at.txid, at.position, list(types))
+    return _events(rows, at)
 
 
 def _events(rows: list[asyncpg.Record], after: Checkpoint) -> tuple[list[Event], Checkpoint]:
@@ -119,9 +132,11 @@ def _events(rows: list[asyncpg.Record], after: Checkpoint) -> tuple[list[Event],
     return [event_from_row(r) for r in rows], Checkpoint(rows[-1]["txid"], rows[-1]["position"])
 
 
-async def held_back(conn: asyncpg.Connection, after: Checkpoint) -> bool:
+async def held_back(
+    conn: asyncpg.Connection, after: Checkpoint, *, table: str = ALL_EVENTS
+) -> bool:
     """Committed events after `after` wait for an older transaction still running."""
-    return bool(await conn.fetchval(_HELD_BACK, after.txid))
+    return bool(await conn.fetchval(_HELD_BACK.format(table=table), after.txid))
 
 
 HELD_BACK_FIRST = 0.005

@@ -34,8 +34,11 @@ class AttemptsLoader(DataLoader[int, list[dict[str, Any]]]):
 
     async def batch_load_fn(self, keys: list[int]) -> list[list[dict[str, Any]]]:
         rows = await self._pool.fetch(
-            "select * from admin.delivery_attempts where delivery_id = any($1::bigint[])"
-            " order by delivery_id, attempt",
+            # An attempt without its log: retention dropped the bodies (logsExpired).
+            "select a.*, l.request_body, l.response_body, l.delivery_id is null as logs_expired"
+            " from admin.delivery_attempts a left join admin.attempt_logs l"
+            " on l.delivery_id = a.delivery_id and l.attempt = a.attempt"
+            " where a.delivery_id = any($1::bigint[]) order by a.delivery_id, a.attempt",
             keys,
         )
         grouped: dict[int, list[dict[str, Any]]] = {k: [] for k in keys}

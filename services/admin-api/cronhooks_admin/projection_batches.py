@@ -89,11 +89,22 @@ async def deliveries_finished(conn: asyncpg.Connection, events: list[Event]) -> 
         d = [e.data for e in logged]
         await conn.execute(
             """
-            insert into admin.delivery_attempts
-                (delivery_id, attempt, request_body, response_status, response_body,
-                 error_message, duration_ms, started_at)
-            select * from unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[],
-                                 $6::text[], $7::int[], $8::timestamptz[])
+            with attempts as (
+                insert into admin.delivery_attempts
+                    (delivery_id, attempt, response_status, error_message, duration_ms,
+                     started_at)
+                select * from unnest($1::bigint[], $2::int[], $4::int[], $6::text[],
+                                     $7::int[], $8::timestamptz[])
+                on conflict (delivery_id, attempt) do nothing
+            )
+            -- The bodies, while the delivery's bucket keeps its attempt logs (retention
+            -- drops them whole after CRONHOOKS_ATTEMPT_LOG_RETENTION_DAYS): a rebuild
+            -- then writes the bodies the live projection still has, no more.
+            insert into admin.attempt_logs (delivery_id, attempt, request_body, response_body)
+            select x.d, x.a, x.req, x.res
+            from unnest($1::bigint[], $2::int[], $3::text[], $5::text[]) as x(d, a, req, res)
+            where exists (select 1 from eventstore.buckets b
+                          where x.d >= b.lo and x.d < b.hi and b.logs_dropped_at is null)
             on conflict (delivery_id, attempt) do nothing
             """,
             [x["delivery_id"] for x in d],

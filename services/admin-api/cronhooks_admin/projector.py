@@ -1,6 +1,7 @@
 """The live projector: admin-api's read models follow the event store itself, not RabbitMQ.
 
-It tails the event store in commit order (tail.py) from its checkpoint, applies each batch
+It tails the event store in commit order (tail.py; over the partitions that can still take
+events, live_tail.py) from its checkpoint, applies each batch
 set-based (projection.apply_batch) and moves the checkpoint in the same transaction, so a
 crash anywhere loses nothing and applies nothing twice (and applying twice would change
 nothing: projections are idempotent). One replica projects at a time: the batch
@@ -22,8 +23,9 @@ from prometheus_client import Counter
 
 from cronhooks_admin import projection
 from cronhooks_common import db
+from cronhooks_common.live_tail import LiveTail
 from cronhooks_common.relay import NOTIFY_CHANNEL
-from cronhooks_common.tail import Checkpoint, follow, held_back, read_after
+from cronhooks_common.tail import Checkpoint, follow
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +54,7 @@ class Projector:
         poll_seconds: float = 1.0,
     ) -> None:
         self._pool = pool
+        self._tail = LiveTail()  # the partitions that can still take events, not all
         self._dsn = dsn
         self._batch_size = batch_size
         self._poll_seconds = poll_seconds
@@ -109,6 +112,15 @@ class Projector:
 
     async def step(self) -> tuple[int, bool]:
         """Apply one batch; (events applied, whether committed events are held back)."""
+        try:
+            return await self._step()
+        except asyncpg.UndefinedTableError:
+            # Retention dropped a partition the tail still named: only one the checkpoint
+            # had passed (the job waits for it), so nothing is lost. Look again at once.
+            self._tail.forget()
+            return 0, True
+
+    async def _step(self) -> tuple[int, bool]:
         async with self._pool.acquire() as conn, conn.transaction():
             if not await conn.fetchval("select pg_try_advisory_xact_lock($1)", PROJECTOR_LOCK):
                 return 0, False  # another replica projects
@@ -116,9 +128,9 @@ class Projector:
                 "select txid, position from admin.projection_checkpoints where name = 'live'"
             )
             after = Checkpoint(row["txid"], row["position"])
-            events, last = await read_after(conn, after, self._batch_size)
+            events, last = await self._tail.read_after(conn, after, self._batch_size)
             if events:
                 await projection.apply_batch(conn, events)
                 await save_checkpoint(conn, last)
                 PROJECTED.inc(len(events))
-            return len(events), await held_back(conn, last)
+            return len(events), await self._tail.held_back(conn, last)

@@ -24,6 +24,7 @@ READ_MODELS = (
     "admin.webhooks",
     "admin.deliveries",
     "admin.delivery_attempts",
+    "admin.attempt_logs",
     "admin.notes",
     "admin.alerts",
 )

@@ -30,8 +30,9 @@ import structlog
 from prometheus_client import Counter
 
 from cronhooks_common import eventstore
+from cronhooks_common.buckets import Router
 from cronhooks_common.clock import Clock
-from cronhooks_common.events import Event
+from cronhooks_common.events import Event, alert_stream
 from cronhooks_common.signing import USER_AGENT, SecretKeys, signature_headers
 from cronhooks_dispatcher import alert_messages, payload, sender
 from cronhooks_dispatcher.retry import next_attempt_at
@@ -64,7 +65,7 @@ with due as (
 )
 update dispatcher.alert_posts p set due_at = $2
 from due where p.event_id = due.event_id
-returning p.event_id, p.tries
+returning p.event_id, p.alert_id, p.tries
 """
 _NEXT_DUE = f"select min(p.due_at) from dispatcher.alert_posts p where {_HEADS}"
 
@@ -80,6 +81,7 @@ class AlertSink:
         public_url: str,
     ) -> None:
         self._pool = pool
+        self._router = Router()
         self._clock = clock
         self._url = url
         self._keys = SecretKeys.of(secret) if secret else None
@@ -126,7 +128,9 @@ class AlertSink:
         rows = await self._pool.fetch(_CLAIM, now, now + LEASE, BATCH)
         if not rows:
             return False
-        events = await eventstore.read_events(self._pool, [r["event_id"] for r in rows])
+        events = await eventstore.read_events(
+            self._pool, [(r["event_id"], alert_stream(r["alert_id"])) for r in rows], self._router
+        )
         await asyncio.gather(*(self._send(r["event_id"], r["tries"], events) for r in rows))
         return len(rows) == BATCH
 

@@ -117,7 +117,7 @@ class DispatcherService:
         async def handle(sent: Event) -> None:
             # The event store decides (CONTRACT §15): act on the event as stored, looked up
             # with the inbox and the secret in one batched query; drop what it does not hold.
-            found = await lookups.load(sent.event_id)
+            found = await lookups.load((sent.event_id, sent.stream))
             event = as_stored(sent, found.stored, consumer="dispatcher")
             if event is None:
                 return

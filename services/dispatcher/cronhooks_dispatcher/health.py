@@ -117,7 +117,7 @@ async def on_webhook_updated(
     """Re-enabling a webhook gives it a clean slate: the count starts again, so its open
     alert is resolved (else nothing would ever close it: the next success finds a count of
     0 and touches nothing)."""
-    if not await claim_event(conn, inbox, event.event_id):
+    if not await claim_event(conn, inbox, event):
         return None
     changed = set(event.data.get("changed", []))
     if not ("enabled" in changed and event.data["config"].get("enabled")):
@@ -145,7 +145,7 @@ async def on_webhook_deleted(
 ) -> Event | None:
     """A deleted webhook keeps no health, and its open alert is resolved (not left open
     forever)."""
-    if not await claim_event(conn, inbox, event.event_id):
+    if not await claim_event(conn, inbox, event):
         return None
     row = await conn.fetchrow(
         "delete from dispatcher.webhook_health where webhook_id = $1 returning alert_id, disabled",

@@ -103,7 +103,7 @@ class _Handled(Exception):
 
 async def _follow(conn: asyncpg.Connection, cause: Event, event: NewEvent, now: datetime) -> None:
     """Record `event` after the request `cause`, claiming the request in the inbox."""
-    if not await claim_events(conn, INBOX, [cause.event_id]):
+    if not await claim_events(conn, INBOX, [cause]):
         raise _Handled
     try:
         async with conn.transaction():
@@ -494,7 +494,8 @@ async def _webhooks(conn: asyncpg.Connection, webhook_ids: set[int]) -> dict[int
     """Each webhook as its stream tells it now (the dispatcher keeps no copy of webhooks:
     this is the rare path of a promotion)."""
     rows = await conn.fetch(
-        "select stream, type, data from eventstore.events where stream = any($1::text[])"
+        # Webhook streams are kept forever: their partition alone.
+        "select stream, type, data from eventstore.events_kept where stream = any($1::text[])"
         " order by stream, version",
         [webhook_stream(w) for w in sorted(webhook_ids)],
     )

@@ -128,7 +128,7 @@ class RecordWriter:
     async def _write(self, batch: list[tuple[Record, asyncio.Future[bool]]]) -> list[bool]:
         records = [record for record, _ in batch]
         async with self._pool.acquire() as conn, conn.transaction():
-            claimed = await claim_events(conn, INBOX, [r.cause.event_id for r in records])
+            claimed = await claim_events(conn, INBOX, [r.cause for r in records])
             # A cause claimed in this batch counts once, for its first record.
             fresh: list[Record] = []
             for record in records:

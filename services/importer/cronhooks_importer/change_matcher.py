@@ -31,7 +31,14 @@ from cronhooks_common import db, eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.events import CHANGE, Causation, Event, EventType, NewEvent, delivery_stream
 from cronhooks_common.relay import NOTIFY_CHANNEL
-from cronhooks_common.tail import Checkpoint, follow, held_back, read_rest_of, scan_after
+from cronhooks_common.tail import (
+    KEPT_EVENTS,
+    Checkpoint,
+    follow,
+    held_back,
+    read_rest_of,
+    scan_after,
+)
 from cronhooks_common.webhooks import target_of
 from cronhooks_importer.change_index import ChangeIndex, ChangeWebhook
 
@@ -119,9 +126,12 @@ class ChangeMatcher:
                 )
                 after = Checkpoint(row["txid"], row["position"])
                 index = await self._index_for(conn, after)
-                events, last, scanned = await scan_after(conn, after, self._batch_size, types=TYPES)
+                # Webhooks and notes are streams kept forever: only their partition is read.
+                events, last, scanned = await scan_after(
+                    conn, after, self._batch_size, types=TYPES, table=KEPT_EVENTS
+                )
                 if scanned == self._batch_size:
-                    rest, last = await read_rest_of(conn, last, types=TYPES)
+                    rest, last = await read_rest_of(conn, last, types=TYPES, table=KEPT_EVENTS)
                     events += rest
                 if events:
                     await self._apply(conn, index, events)
@@ -131,7 +141,7 @@ class ChangeMatcher:
                         last.txid,
                         last.position,
                     )
-                waiting = await held_back(conn, last)
+                waiting = await held_back(conn, last, table=KEPT_EVENTS)
         except BaseException:
             self._index = None  # its changes may not have committed: load it again
             raise
@@ -172,15 +182,19 @@ class ChangeMatcher:
         now = self._clock.now()
         rows = await conn.fetch(
             """
-            insert into importer.change_requests (webhook_id, batch_id, delivery_id, requested_at)
-            select w, b, nextval('eventstore.delivery_ids'), $3
-            from unnest($1::bigint[], $2::uuid[]) as x(w, b)
-            on conflict (webhook_id, batch_id) do nothing
+            insert into importer.change_requests
+                (webhook_id, batch_id, batch_at, delivery_id, requested_at)
+            select w, b, t, nextval('eventstore.delivery_ids'), $3
+            from unnest($1::bigint[], $2::uuid[], $4::timestamptz[]) as x(w, b, t)
+            on conflict (webhook_id, batch_id, batch_at) do nothing
             returning webhook_id, batch_id::text as batch_id, delivery_id
             """,
             [m.hook.webhook_id for m in matched],
             [m.batch[0].data["batch_id"] for m in matched],
             now,
+            # The batch's own time, the same on every replay: the table is partitioned by
+            # day of it (retention), and the key stays unique per batch.
+            [m.batch[0].occurred_at for m in matched],
         )
         won = {(r["webhook_id"], r["batch_id"]): r["delivery_id"] for r in rows}
         appends: list[Append] = []

@@ -3,7 +3,8 @@
 Flow: `webhook.*` events (consumer) → `scheduler.webhooks` + cron timers (timers.py);
 `delivery.attempt_failed` → retry timers (retries.py); the loop (loop.py) sleeps until the
 earliest timer and fires due ones (firing.py, slots.py), appending `delivery.requested`
-in the transaction that advances or removes the timer.
+in the transaction that advances or removes the timer. The scheduler owns time, so it also
+runs retention (cronhooks_common.retention): opening delivery buckets and dropping old ones.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncpg
 
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.events import Event, EventType
+from cronhooks_common.retention import RetentionJob
 from cronhooks_common.service import Runtime
 from cronhooks_scheduler.loop import SchedulerLoop
 from cronhooks_scheduler.retries import on_attempt_failed
@@ -46,19 +48,28 @@ class Scheduler:
             transactional=handle,
             queue_type=runtime.settings.queue_type,
         )
-        self._task: asyncio.Task[None] | None = None
+        self.retention = RetentionJob(
+            pool=runtime.pool,
+            clock=runtime.clock,
+            delivery_retention_days=runtime.settings.delivery_retention_days,
+            attempt_log_retention_days=runtime.settings.attempt_log_retention_days,
+        )
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         await self.consumer.start()
-        self._task = asyncio.create_task(self.loop.run())
+        self._tasks = [
+            asyncio.create_task(self.loop.run()),
+            asyncio.create_task(self.retention.run()),
+        ]
 
     async def stop(self) -> None:
         await self.consumer.stop()
-        if self._task is not None:
+        for task in self._tasks:
             # A batch in flight is one transaction: cancelling rolls it back, nothing lost.
-            self._task.cancel()
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
 
 
 async def bootstrap(runtime: Runtime) -> Scheduler:

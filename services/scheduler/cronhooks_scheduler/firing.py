@@ -26,6 +26,7 @@ import structlog
 from prometheus_client import Counter
 
 from cronhooks_common import eventstore
+from cronhooks_common.buckets import Router, delivery_of, fetch_routed, partition
 from cronhooks_common.clock import iso
 from cronhooks_common.cron import CronError, cached_schedule
 from cronhooks_common.events import CHANGE, CRON, Causation, EventType, NewEvent, delivery_stream
@@ -186,8 +187,12 @@ def _retry_append(row: asyncpg.Record) -> Append:
     )
 
 
-async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000) -> int:
-    """Fire every due timer (up to `batch_size`); return how many timers were claimed."""
+async def fire_due(
+    pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000, router: Router | None = None
+) -> int:
+    """Fire every due timer (up to `batch_size`); return how many timers were claimed.
+    `router` (the loop's) finds the partitions of the retried deliveries' streams."""
+    router = router or Router()
     async with pool.acquire() as conn, conn.transaction():
         rows = await conn.fetch(_CLAIM, now, batch_size)
         if not rows:
@@ -221,9 +226,9 @@ async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000)
             configs[row["subject"]] = row["config"]
             next_due = None if plan.next_due is None else plan.next_due + offset
             moves.append((row["timer_key"], next_due))
-        retries = await _with_changes(conn, retries)
+        retries = await _with_changes(conn, retries, router)
         requested = await budget.apply(conn, await _record_slots(conn, slots), configs)
-        appends = requested + await _current(conn, retries) + fires
+        appends = requested + await _current(conn, retries, router) + fires
         await _append_all(conn, appends, now)
         REQUESTED.inc(sum(1 for _, _, e, _ in appends if e.type == EventType.DELIVERY_REQUESTED))
         SKIPPED.labels("budget").inc(
@@ -233,7 +238,9 @@ async def fire_due(pool: asyncpg.Pool, *, now: datetime, batch_size: int = 1000)
         return len(rows)
 
 
-async def _with_changes(conn: asyncpg.Connection, retries: list[Append]) -> list[Append]:
+async def _with_changes(
+    conn: asyncpg.Connection, retries: list[Append], router: Router
+) -> list[Append]:
     """A retry of a change delivery sends the same changes at the same depth: they come
     from the delivery's first request (one read for all such retries of the batch)."""
     streams = [
@@ -243,9 +250,11 @@ async def _with_changes(conn: asyncpg.Connection, retries: list[Append]) -> list
     ]
     if not streams:
         return retries
-    rows = await conn.fetch(
-        "select stream, data from eventstore.events where stream = any($1::text[]) and version = 1",
+    rows = await _by_partition(
+        conn,
+        router,
         streams,
+        "select stream, data from {table} where stream = any($1::text[]) and version = 1",
     )
     first = {r["stream"]: r["data"] for r in rows}
     out: list[Append] = []
@@ -305,22 +314,39 @@ async def _record_slots(conn: asyncpg.Connection, records: list[_SlotRecord]) ->
     return appends
 
 
-async def _current(conn: asyncpg.Connection, appends: list[Append]) -> list[Append]:
+async def _current(
+    conn: asyncpg.Connection, appends: list[Append], router: Router
+) -> list[Append]:
     """Drop appends whose stream has moved past the expected version (already handled)."""
     if not appends:
         return []
-    versions = dict(
-        await conn.fetch(
-            "select stream, max(version) from eventstore.events"
-            " where stream = any($1::text[]) group by stream",
-            [stream for stream, _, _, _ in appends],
-        )
+    rows = await _by_partition(
+        conn,
+        router,
+        [stream for stream, _, _, _ in appends],
+        "select stream, max(version) from {table} where stream = any($1::text[]) group by stream",
     )
+    versions = {r["stream"]: r["max"] for r in rows}
     keep = [a for a in appends if versions.get(a[0], 0) == a[1]]
     for stream, expected, _, _ in appends:
         if versions.get(stream, 0) != expected:
             log.warning("retry_stale", stream=stream, expected=expected)
     return keep
+
+
+async def _by_partition(
+    conn: asyncpg.Connection, router: Router, streams: list[str], sql: str
+) -> list[asyncpg.Record]:
+    """`sql` over the streams, in each one's partition of the event store (through the
+    partitioned parent a generic plan would probe every bucket's partition)."""
+
+    async def fetch(suffix: str, group: list[str]) -> list[asyncpg.Record]:
+        rows: list[asyncpg.Record] = await conn.fetch(
+            sql.format(table=partition("eventstore.events", suffix)), group
+        )
+        return rows
+
+    return await fetch_routed(conn, router, streams, delivery_of, fetch)
 
 
 async def _move_timers(conn: asyncpg.Connection, moves: list[tuple[str, datetime | None]]) -> None:

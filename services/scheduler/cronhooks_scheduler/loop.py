@@ -15,6 +15,7 @@ import asyncpg
 import structlog
 
 from cronhooks_common import db
+from cronhooks_common.buckets import Router
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_scheduler.firing import fire_due
@@ -33,6 +34,7 @@ class SchedulerLoop:
         self, *, pool: asyncpg.Pool, dsn: str, clock: Clock, batch_size: int = 1000
     ) -> None:
         self._pool = pool
+        self._router = Router()  # the partitions of retried deliveries' streams
         self._dsn = dsn
         self._clock = clock
         self._batch_size = batch_size
@@ -59,7 +61,9 @@ class SchedulerLoop:
     async def _step(self) -> None:
         self._wake.clear()
         now = self._clock.now()
-        if await fire_due(self._pool, now=now, batch_size=self._batch_size):
+        if await fire_due(
+            self._pool, now=now, batch_size=self._batch_size, router=self._router
+        ):
             return  # a timer may be due again, or more than a batch was due: go on
         next_due: datetime | None = await self._pool.fetchval(
             "select min(due_at) from scheduler.timers"
