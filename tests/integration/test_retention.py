@@ -355,3 +355,19 @@ async def test_slot_requests_are_kept_by_day_and_stay_unique(pool: asyncpg.Pool)
     assert await pool.fetchval(
         "select to_regclass($1)", day_name("importer.change_requests", midnight(clock.now()))
     )
+
+
+async def test_old_daily_budget_counts_are_forgotten(pool: asyncpg.Pool) -> None:
+    # maxDeliveriesPerDay's counts (shared.daily_deliveries) grow by a row per budgeted
+    # webhook and day: kept as long as the deliveries (plus a day for every zone's dates).
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    today = clock.now().date()
+    for age in (0, 30, 31, 32, 40):
+        await pool.execute(
+            "insert into shared.daily_deliveries values (7, $1, 3)", today - timedelta(days=age)
+        )
+    await RetentionJob(pool=pool, clock=clock, delivery_retention_days=30).step()
+    rows = await pool.fetch("select day from shared.daily_deliveries order by day desc")
+    assert [today - r["day"] for r in rows] == [timedelta(0), timedelta(30), timedelta(31)]
+    await RetentionJob(pool=pool, clock=clock, delivery_retention_days=0).step()  # keeps all
+    assert await pool.fetchval("select count(*) from shared.daily_deliveries") == 3

@@ -132,3 +132,10 @@ async def count_manual(conn: asyncpg.Connection, keys: list[DayKey]) -> None:
         return
     await _lock_days(conn, sorted(set(keys)))
     await _add(conn, Counter(keys))
+
+
+async def forget_before(conn: asyncpg.Connection, day: date) -> None:
+    """Retention: drop the counts of the days before `day`. A count is read only on its own
+    day, so old rows only take room. The table is small (a row per webhook *with a limit*
+    and day), so this is one delete of a day's few rows per day, not a partition scheme."""
+    await conn.execute("delete from shared.daily_deliveries where day < $1", day)

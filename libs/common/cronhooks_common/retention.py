@@ -15,7 +15,8 @@ each step:
   `CRONHOOKS_ATTEMPT_LOG_RETENTION_DAYS` ago: their partitions of the tables registered in
   `eventstore.attempt_log_tables`; the attempts stay (`logsExpired`);
 - **keeps days** of the tables partitioned by day (`day_partitions.py`: slot and change
-  requests), dropping those older than the delivery retention;
+  requests), dropping those older than the delivery retention, and forgets the daily
+  budget's counts (`budget.forget_before`) as old;
 - **drops** a bucket whose last event is older than `CRONHOOKS_DELIVERY_RETENTION_DAYS`,
   unless a delivery in it has not finished (it is not sealed) or a registered tail reader
   (`eventstore.bucket_readers`) has not read past its last event: then the bucket is held
@@ -36,7 +37,7 @@ from datetime import datetime, timedelta
 import asyncpg
 import structlog
 
-from cronhooks_common import bucket_ddl, day_partitions
+from cronhooks_common import bucket_ddl, budget, day_partitions
 from cronhooks_common.buckets import partition
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
@@ -135,6 +136,8 @@ class RetentionJob:
                 async with conn.transaction():
                     await conn.execute("set local lock_timeout = '500ms'")
                     await day_partitions.keep_days(conn, now, self._retention_days)
+                if self._retention:  # the budget's counts (a day of slack for every zone)
+                    await budget.forget_before(conn, (now - self._retention - SPAN).date())
                 return dropped
             finally:
                 await conn.execute("select pg_advisory_unlock($1)", RETENTION_LOCK)
