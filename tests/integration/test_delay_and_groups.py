@@ -19,7 +19,14 @@ from aiohttp import web
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
-from tests.support.flows import create_webhook, delivery, events_of, finished, trigger
+from tests.support.flows import (
+    create_webhook,
+    delivery,
+    events_of,
+    finished,
+    scheduler_applied,
+    trigger,
+)
 from tests.support.inprocess import Running, admin_token, eventually, running
 
 HISTORY = """query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id) {
@@ -104,6 +111,7 @@ async def test_delay_waits_for_the_pending_delivery_and_skips_a_second_slot(
         )
         manual = await trigger(r, token, hook_id)  # a manual delivery counts as pending
         await agent.wait_for(1, name="held")
+        await scheduler_applied(settings.database_url, [hook_id])
         clock.set(start + timedelta(seconds=30))  # slot 1: waits
         [waiting] = await rows_with(r, token, hook_id, 1, trigger="SCHEDULE", queuedMs=None)
         assert waiting["status"] == "pending"  # queuedMs null: it waits
@@ -166,6 +174,7 @@ async def test_delay_waits_through_the_retries_of_the_pending_delivery(
         )
         manual = await trigger(r, token, hook_id)
         await agent.wait_for(1, name="flaky")  # attempt 1 failed: a retry at +10 s
+        await scheduler_applied(settings.database_url, [hook_id])
         clock.set(start + timedelta(seconds=30))  # the slot waits; attempt 2 fails (+60 s)
         [waiting] = await rows_with(r, token, hook_id, 1, trigger="SCHEDULE", queuedMs=None)
         await agent.wait_for(2, name="flaky")
@@ -195,6 +204,7 @@ async def test_a_group_runs_one_at_a_time_in_slot_then_request_order(
         other, _ = await create_webhook(r, token, agent.url_for("free", _ok))
         first = await trigger(r, token, a)  # runs: the group was idle
         await agent.wait_for(1, name="held")
+        await scheduler_applied(settings.database_url, [a, b, c])
         clock.set(start + timedelta(seconds=30))  # slot T1 of b and c: both wait
         t1 = [*await rows_with(r, token, b, 1), *await rows_with(r, token, c, 1)]
         clock.set(start + timedelta(seconds=40))
@@ -245,6 +255,7 @@ async def test_forbid_in_a_group_waits_for_the_group_and_skips_its_own_next_slot
         )
         first = await trigger(r, token, a)
         await agent.wait_for(1, name="held")
+        await scheduler_applied(settings.database_url, [a, f])
         clock.set(start + timedelta(seconds=30))
         [waiting] = await rows_with(r, token, f, 1)  # waits for the group
         clock.set(start + timedelta(seconds=90))  # f's own delivery is pending: FORBID skips
@@ -276,6 +287,7 @@ async def test_delay_in_a_group_takes_its_turn_in_slot_order(
         )
         manual = await trigger(r, token, d)  # holds d and the group
         await agent.wait_for(1, name="held")
+        await scheduler_applied(settings.database_url, [d])
         clock.set(start + timedelta(seconds=30))
         [slot] = await rows_with(r, token, d, 1, trigger="SCHEDULE")
         gate.let_one_go()
@@ -403,6 +415,7 @@ async def test_rebuilt_read_models_keep_groups_and_waits(
         }
         first = await trigger(r, token, b)
         await agent.wait_for(1, name="held")
+        await scheduler_applied(settings.database_url, [a, b])
         clock.set(start + timedelta(seconds=30))  # a's slot waits for the group
         await rows_with(r, token, a, 1, queuedMs=None)
         clock.set(start + timedelta(seconds=90))  # a's next slot waits for a (DELAY)

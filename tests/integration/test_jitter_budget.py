@@ -23,7 +23,13 @@ from cronhooks_scheduler.firing import fire_due
 from cronhooks_scheduler.loop import SchedulerLoop
 from tests.integration.test_admin_rebuild import quiet, snapshot
 from tests.support.agent import Agent, Received
-from tests.support.flows import create_webhook, events_of, finished, trigger
+from tests.support.flows import (
+    create_webhook,
+    events_of,
+    finished,
+    scheduler_applied,
+    trigger,
+)
 from tests.support.inprocess import Running, admin_token, eventually, running
 
 HISTORY = """query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id, limit: 100) {
@@ -253,6 +259,7 @@ async def test_budget_skips_later_slots_manual_counts_and_retries_do_not(
         today = start.date()
         manual = await trigger(r, token, hook)  # counts: 1; its first attempt fails
         await agent.wait_for(1, name="flaky")
+        await scheduler_applied(settings.database_url, [hook])
         clock.set(start + timedelta(seconds=10) + MS)  # the retry (10 s backoff): not counted
         assert (await finished(r, token, manual))["attempt"] == 2
         assert await counts(settings.database_url, hook) == {today: 1}
@@ -294,6 +301,7 @@ async def test_a_limit_change_applies_from_the_next_slot(settings: Settings, age
         hook, _ = await create_webhook(
             r, token, agent.url, cronSchedule="* * * * *", maxDeliveriesPerDay=1
         )
+        await scheduler_applied(settings.database_url, [hook])
         await slot_at(r, token, clock, hook, slot + MS, 1)
         await slot_at(r, token, clock, hook, slot + timedelta(minutes=1) + MS, 2)
         assert (await update(r, token, settings.database_url, hook, maxDeliveriesPerDay=3))[
@@ -354,6 +362,7 @@ async def test_a_limit_set_mid_day_counts_that_days_deliveries(
         hook, _ = await create_webhook(
             r, token, agent.url, cronSchedule="* * * * *", timezone="Europe/Berlin"
         )
+        await scheduler_applied(settings.database_url, [hook])
         await slot_at(r, token, clock, hook, slot + MS, 1)  # Berlin's 06-01: not today's
         for minute in range(10, 13):  # three slots of Berlin's 06-02 (the first a catch-up)
             await slot_at(r, token, clock, hook, slot + timedelta(minutes=minute) + MS, minute - 8)
@@ -390,6 +399,7 @@ async def test_the_day_is_the_webhooks_calendar_day_also_on_a_dst_day(
             timezone="Europe/Berlin",
             maxDeliveriesPerDay=2,
         )
+        await scheduler_applied(settings.database_url, [hook])
         slots = [
             datetime(2026, 3, 28, 23, 0, tzinfo=UTC),
             datetime(2026, 3, 29, 4, 0, tzinfo=UTC),
@@ -561,6 +571,7 @@ async def test_rebuilt_read_models_keep_jitter_budget_and_budget_skips(
         )
         other, _ = await create_webhook(r, token, agent.url, jitterSeconds=90)
         offset = jitter_offset(hook, 2)
+        await scheduler_applied(settings.database_url, [hook, other])
         await slot_at(r, token, clock, hook, slot + offset + MS, 1)
         await slot_at(r, token, clock, hook, slot + timedelta(minutes=1) + offset + MS, 2)
         await update(r, token, settings.database_url, other, jitterSeconds=0, maxDeliveriesPerDay=7)

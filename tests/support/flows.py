@@ -68,3 +68,30 @@ async def retry_due(dsn: str, delivery_id: int) -> Any:
         )
     finally:
         await conn.close()
+
+
+async def scheduler_applied(dsn: str, webhook_ids: list[int]) -> None:
+    """Wait until the scheduler has applied every event of these webhooks' streams. Its
+    copy of a webhook and the webhook's timer follow the events, not the mutation's
+    answer: a test that moves a ManualClock before then races the consumer (a timer made
+    after the move starts from the later time and skips the slot the test expects)."""
+
+    async def check() -> bool:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return bool(
+                await conn.fetchval(
+                    """
+                    select count(*) = cardinality($1::bigint[])
+                    from scheduler.webhooks w
+                    where w.webhook_id = any($1::bigint[])
+                      and w.stream_version = (select max(e.version) from eventstore.events e
+                                              where e.stream = 'webhook-' || w.webhook_id)
+                    """,
+                    webhook_ids,
+                )
+            )
+        finally:
+            await conn.close()
+
+    await eventually(check)
