@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -78,13 +79,29 @@ async def running(
         yield out
     finally:
         for runner in runners:
-            await runner.cleanup()
-        for service in out.services.values():
-            await service.stop()
+            await _bounded(runner.cleanup(), "an HTTP server's cleanup")
+        for name, service in out.services.items():
+            await _bounded(service.stop(), f"{name}.stop()")
         relay.cancel()
         await asyncio.gather(relay, return_exceptions=True)
         await amqp.close()
         await pool.close()
+
+
+STOP_WITHIN = 30.0  # CONTRACT §1: SIGTERM drains within 30 s
+
+
+async def _bounded(step: Any, what: str) -> None:
+    """A teardown step, given at most STOP_WITHIN seconds. A full `make test` once stalled
+    for minutes in the teardown of an in-process service (cause not found yet; see the
+    stop notes): past the bound the step is cancelled and a warning names it, in the
+    run's warnings summary, instead of the suite hanging until CI gives up."""
+    try:
+        await asyncio.wait_for(step, STOP_WITHIN)
+    except TimeoutError:
+        warnings.warn(
+            f"in-process teardown: {what} did not finish within {STOP_WITHIN} s", stacklevel=1
+        )
 
 
 def window_start() -> datetime:
