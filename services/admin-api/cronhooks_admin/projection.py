@@ -19,10 +19,9 @@ from typing import Any
 
 import asyncpg
 
-from cronhooks_admin import projection_attach as attach
 from cronhooks_admin import projection_batches as batches
 from cronhooks_admin import projection_lanes as lanes
-from cronhooks_admin import projection_pacing as pacing
+from cronhooks_admin import projection_later_fields as later_fields
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, Event, EventType
 from cronhooks_common.relay import publish_rounds
@@ -82,9 +81,7 @@ async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
         event.occurred_at,
         event.actor,
     )
-    await lanes.webhook_group(conn, event)
-    await attach.webhook_attach_notes(conn, event)
-    await pacing.webhook_pacing(conn, event)
+    await later_fields.webhook_later_fields(conn, event)
 
 
 async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
@@ -131,9 +128,7 @@ async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
         next_run(c, event.occurred_at),
         "enabled" in changed and c["enabled"],  # re-enabling resets the failure count
     )
-    await lanes.webhook_group(conn, event)
-    await attach.webhook_attach_notes(conn, event)
-    await pacing.webhook_pacing(conn, event)
+    await later_fields.webhook_later_fields(conn, event)
 
 
 _CHANGE_COLUMNS = CHANGE_CONFIG_FIELDS  # one column each

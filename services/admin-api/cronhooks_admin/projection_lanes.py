@@ -1,6 +1,6 @@
-"""Read models of concurrencyPolicy DELAY and execution groups (CONTRACT §13).
+"""Read models of concurrencyPolicy DELAY and execution groups (CONTRACT §13); a webhook's
+group itself is in projection_later_fields.py.
 
-* a cron webhook's `execution_group` (absent from configurations written before it: "");
 * a delivery's wait: `delivery.queued` sets `queued_since`, `delivery.released` sets
   `queued_ms` (measured by the dispatcher that released it, so a rebuild gives the same).
 
@@ -12,18 +12,6 @@ from __future__ import annotations
 import asyncpg
 
 from cronhooks_common.events import Event
-
-
-async def webhook_group(conn: asyncpg.Connection, event: Event) -> None:
-    """After `webhook.created`/`webhook.updated` of a cron webhook was projected: its group,
-    if the row is at this event's version (a newer event already projected wins)."""
-    await conn.execute(
-        "update admin.webhooks set execution_group = $3"
-        " where id = $1 and stream_version = $2 and execution_group <> $3",
-        event.data["webhook_id"],
-        event.version,
-        event.data["config"].get("execution_group") or "",
-    )
 
 
 async def deliveries_queued(conn: asyncpg.Connection, events: list[Event]) -> None:
