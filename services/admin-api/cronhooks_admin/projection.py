@@ -21,7 +21,6 @@ import asyncpg
 
 from cronhooks_admin import projection_batches as batches
 from cronhooks_admin import projection_lanes as lanes
-from cronhooks_admin import projection_later_fields as later_fields
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, Event, EventType
 from cronhooks_common.relay import publish_rounds
@@ -43,6 +42,18 @@ def next_run(config: dict[str, Any], after: datetime) -> datetime | None:
         return None
 
 
+def _later_fields(config: dict[str, Any]) -> tuple[str, list[str], int, int | None]:
+    """execution_group, attach_notes, jitter_seconds, max_deliveries_per_day: fields added
+    to the configuration after its first shape (CONTRACT §13), so events written before
+    them lack them ("", [], 0, no limit)."""
+    return (
+        config.get("execution_group") or "",
+        list(config.get("attach_notes") or []),
+        int(config.get("jitter_seconds") or 0),
+        config.get("max_deliveries_per_day"),
+    )
+
+
 async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
     if event.data.get("kind") == CHANGE:
         await _change_webhook_created(conn, event)
@@ -55,9 +66,10 @@ async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
              pass_api_key, timeout_seconds, max_depth, max_retries, enabled, description,
              read_patterns, write_patterns, concurrency_policy, catch_up_policy,
              misfire_grace_seconds, next_run_at, created_at, created_by, updated_at,
-             next_run_set_at)
+             next_run_set_at, execution_group, attach_notes, jitter_seconds,
+             max_deliveries_per_day)
         values ($1, $2, $3, $4, $5, $6, true, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                $17, $18, $19, $20, $19, $19)
+                $17, $18, $19, $20, $19, $19, $21, $22, $23, $24)
         on conflict (id) do nothing
         """,
         event.data["webhook_id"],
@@ -80,8 +92,8 @@ async def _webhook_created(conn: asyncpg.Connection, event: Event) -> None:
         next_run(c, event.occurred_at),
         event.occurred_at,
         event.actor,
+        *_later_fields(c),
     )
-    await later_fields.webhook_later_fields(conn, event)
 
 
 async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
@@ -103,7 +115,9 @@ async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
             next_run_set_at = case when $19 then greatest(next_run_set_at, $18)
                                    else next_run_set_at end,
             failures_reset_at = case when $21 then $18 else failures_reset_at end,
-            disabled_reason = case when $21 then null else disabled_reason end
+            disabled_reason = case when $21 then null else disabled_reason end,
+            execution_group = $22, attach_notes = $23, jitter_seconds = $24,
+            max_deliveries_per_day = $25
         where id = $1 and stream_version < $2
         """,
         event.data["webhook_id"],
@@ -127,8 +141,8 @@ async def _webhook_updated(conn: asyncpg.Connection, event: Event) -> None:
         reschedule,
         next_run(c, event.occurred_at),
         "enabled" in changed and c["enabled"],  # re-enabling resets the failure count
+        *_later_fields(c),
     )
-    await later_fields.webhook_later_fields(conn, event)
 
 
 _CHANGE_COLUMNS = CHANGE_CONFIG_FIELDS  # one column each

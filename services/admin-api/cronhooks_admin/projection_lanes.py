@@ -1,5 +1,5 @@
 """Read models of concurrencyPolicy DELAY and execution groups (CONTRACT §13); a webhook's
-group itself is in projection_later_fields.py.
+group itself is a column of its row (projection.py).
 
 * a delivery's wait: `delivery.queued` sets `queued_since`, `delivery.released` sets
   `queued_ms` (measured by the dispatcher that released it, so a rebuild gives the same).
