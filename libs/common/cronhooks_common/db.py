@@ -32,6 +32,18 @@ TRANSIENT_DB_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+def server_settings(name: str) -> dict[str, str]:
+    """Session settings of every connection a service opens.
+
+    JIT is off: it pays only for long analytic queries, and ours are short. Its cost
+    threshold is met by estimates alone, which are wild for partitions not analyzed yet
+    (a delivery bucket opened a minute ago): in a 10,000 herd, auto_explain showed the
+    projector's live-tail read, 0.2 ms of execution, spending 30-90 ms compiling
+    expressions on each call and up to 1.3 s when the estimate crossed the
+    inlining/optimization threshold as well."""
+    return {"application_name": f"cronhooks-{name}", "jit": "off"}
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for kind in ("jsonb", "json"):
         await conn.set_type_codec(
@@ -61,7 +73,7 @@ async def create_pool(
                 max_size=max_size,
                 init=_init_connection,
                 reset=_reset_cheaply,
-                server_settings={"application_name": f"cronhooks-{name}"},
+                server_settings=server_settings(name),
                 command_timeout=60,
             )
             return pool
@@ -75,9 +87,7 @@ async def create_pool(
 
 async def connect(dsn: str, *, name: str) -> asyncpg.Connection:
     """A single connection with the same codecs as the pools (for LISTEN and advisory locks)."""
-    conn: asyncpg.Connection = await asyncpg.connect(
-        dsn, server_settings={"application_name": f"cronhooks-{name}"}
-    )
+    conn: asyncpg.Connection = await asyncpg.connect(dsn, server_settings=server_settings(name))
     await _init_connection(conn)
     return conn
 
