@@ -193,8 +193,7 @@ async def read_events(
 
     async def fetch(suffix: str, group: list[tuple[UUID, str]]) -> list[asyncpg.Record]:
         rows: list[asyncpg.Record] = await conn.fetch(
-            f"select {_COLUMNS} from {partition('eventstore.events', suffix)}"
-            " where event_id = any($1::uuid[])",
+            probe_sql(partition("eventstore.events", suffix), "event_id", "uuid"),
             [event_id for event_id, _ in group],
         )
         return rows
@@ -220,6 +219,23 @@ _COLUMNS = (
     "event_id, type, stream, version, occurred_at, data, correlation_id, causation_id,"
     " actor, schema_version"
 )
+
+
+def probe_sql(table: str, column: str, array_type: str, *, columns: str = _COLUMNS) -> str:
+    """A statement for the rows of `table` whose unique `column` is one of the array $1:
+    one index probe per key, `k.i` numbering the keys from 1.
+
+    Not `where column = any($1)`: asyncpg's prepared statement keeps the generic plan of
+    its first calls, and a partition that was nearly empty then (a delivery bucket just
+    opened, the kept partition of a fresh install) keeps a seq scan as it grows, until it
+    is analyzed: in a 10,000 herd the change matcher's read of events_kept scanned 8,000
+    rows for 6 (454 calls, 5 ms each). A lateral subquery with `limit 1` is an index probe
+    however few rows the table held when it was planned."""
+    return f"""
+select k.i, e.* from unnest($1::{array_type}[]) with ordinality as k(key, i)
+cross join lateral (
+    select {columns} from {table} x where x.{column} = k.key limit 1
+) e"""
 
 
 def event_from_row(row: asyncpg.Record) -> Event:

@@ -41,7 +41,7 @@ from cronhooks_common import db
 from cronhooks_common.broker import TRANSIENT_AMQP_ERRORS, declare_exchange, publish_round
 from cronhooks_common.buckets import Router, fetch_routed, partition
 from cronhooks_common.events import Event
-from cronhooks_common.eventstore import _COLUMNS, event_from_row
+from cronhooks_common.eventstore import _COLUMNS, event_from_row, probe_sql
 
 log = structlog.get_logger(__name__)
 
@@ -54,11 +54,12 @@ PUBLISHED = Counter("cronhooks_relay_published_total", "Events published and con
 LEADER = Gauge("cronhooks_relay_leader", "1 while this process is the publishing relay")
 
 # The oldest outbox rows first: their positions and delivery ids. The events are then read
-# from their own partitions by position (`_EVENTS`): a read through the partitioned parent
-# (a lateral probe per row, as this was on one table) plans, locks and starts every
-# partition on each call. The delete of the rows just confirmed rides in the same
-# statement as the next read, so a batch still costs two round trips. (The statement's
-# snapshot still shows the rows it deletes, hence the anti-join.)
+# from their own partitions by position (`_events_sql`, an index probe each): a read
+# through the partitioned parent (a lateral probe per row, as this was on one table)
+# plans, locks and starts every partition on each call. The delete of the rows just
+# confirmed rides in the same statement as the next read, so a batch still costs two
+# round trips. (The statement's snapshot still shows the rows it deletes, hence the
+# anti-join.)
 _NEXT = "select position, delivery_id from eventstore.outbox order by position limit $1"
 _DELETE_AND_NEXT = """
 with confirmed as (
@@ -68,7 +69,10 @@ select o.position, o.delivery_id from eventstore.outbox o
 where not exists (select 1 from confirmed c where c.position = o.position)
 order by o.position limit $2
 """
-_EVENTS = f"select position, {_COLUMNS} from {{table}} where position = any($1::bigint[])"
+
+
+def _events_sql(table: str) -> str:
+    return probe_sql(table, "position", "bigint", columns=f"position, {_COLUMNS}")
 
 
 def publish_rounds(events: Sequence[Event]) -> list[list[Event]]:
@@ -167,7 +171,7 @@ class OutboxRelay:
         async def fetch(suffix: str, group: list[asyncpg.Record]) -> list[asyncpg.Record]:
             table = partition("eventstore.events", suffix)
             rows: list[asyncpg.Record] = await conn.fetch(
-                _EVENTS.format(table=table), [r["position"] for r in group]
+                _events_sql(table), [r["position"] for r in group]
             )
             return rows
 

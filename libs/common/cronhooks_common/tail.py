@@ -31,7 +31,7 @@ import structlog
 
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import Event
-from cronhooks_common.eventstore import _COLUMNS, event_from_row
+from cronhooks_common.eventstore import _COLUMNS, event_from_row, probe_sql
 
 log = structlog.get_logger(__name__)
 
@@ -64,11 +64,14 @@ where (txid, position) > ($1, $2) and txid < {WATERMARK}
 order by txid, position
 limit $3
 """
-_BY_POSITION = f"""
-select txid, position, {_COLUMNS} from {{table}}
-where position = any($1::bigint[])
-order by txid, position
-"""
+
+
+def _by_position(table: str) -> str:
+    # An index probe per wanted position (eventstore.probe_sql says why not `= any`).
+    columns = f"txid, position, {_COLUMNS}"
+    return probe_sql(table, "position", "bigint", columns=columns) + " order by txid, position"
+
+
 # The rest of one transaction's events after a position (it has committed: it was read).
 _REST = f"""
 select txid, position, {_COLUMNS} from {{table}}
@@ -113,7 +116,7 @@ async def scan_after(
     last = Checkpoint(window[-1]["txid"], window[-1]["position"])
     wanted = set(types)
     positions = [r["position"] for r in window if r["type"] in wanted]
-    rows = await conn.fetch(_BY_POSITION.format(table=table), positions) if positions else []
+    rows = await conn.fetch(_by_position(table), positions) if positions else []
     return [event_from_row(r) for r in rows], last, len(window)
 
 
