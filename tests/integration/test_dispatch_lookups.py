@@ -11,7 +11,7 @@ import asyncpg
 
 from cronhooks_common import eventstore
 from cronhooks_common.events import Causation, NewEvent
-from cronhooks_dispatcher.lookup import DeliveryLookups, Lookup
+from cronhooks_dispatcher.lookup import _SQL, DeliveryLookups, Lookup
 
 
 async def test_a_burst_is_one_query_and_every_answer_matches_its_key(pool: asyncpg.Pool) -> None:
@@ -96,8 +96,6 @@ async def test_the_lookup_probes_by_index_in_a_bucket_never_analyzed(pool: async
     # A bucket's partitions in their first minute have no statistics; the plan asyncpg's
     # prepared statement settles on (the generic one) must still seek, not scan: as a
     # join it was a hash join over both partitions, 16-28 ms a call in a 10,000 herd.
-    from cronhooks_dispatcher.lookup import _SQL
-
     sql = _SQL.format(events="public.fresh_events", inbox="public.fresh_inbox")
     async with pool.acquire() as conn:
         await conn.execute(_FRESH_BUCKET)

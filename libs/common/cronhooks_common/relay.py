@@ -54,12 +54,11 @@ PUBLISHED = Counter("cronhooks_relay_published_total", "Events published and con
 LEADER = Gauge("cronhooks_relay_leader", "1 while this process is the publishing relay")
 
 # The oldest outbox rows first: their positions and delivery ids. The events are then read
-# from their own partitions by position (`_events_sql`, an index probe each): a read
-# through the partitioned parent (a lateral probe per row, as this was on one table)
-# plans, locks and starts every partition on each call. The delete of the rows just
-# confirmed rides in the same statement as the next read, so a batch still costs two
-# round trips. (The statement's snapshot still shows the rows it deletes, hence the
-# anti-join.)
+# from their own partitions by position (`_events_sql`, an index probe per position), not
+# through the partitioned parent, whose plan locks and starts every partition on each
+# call. The delete of the rows just confirmed rides in the same statement as the next
+# read, so a batch still costs two round trips. (The statement's snapshot still shows the
+# rows it deletes, hence the anti-join.)
 _NEXT = "select position, delivery_id from eventstore.outbox order by position limit $1"
 _DELETE_AND_NEXT = """
 with confirmed as (
