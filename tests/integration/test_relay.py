@@ -278,3 +278,94 @@ async def test_a_standby_relay_holds_no_snapshot(
         for relay in relays:
             relay.cancel()
         await asyncio.gather(*relays, return_exceptions=True)
+
+
+async def _leader_application(dsn: str) -> str | None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        name: str | None = await conn.fetchval(
+            """
+            select a.application_name from pg_locks l join pg_stat_activity a using (pid)
+            where l.locktype = 'advisory' and l.granted
+              and ((l.classid::bigint << 32) | l.objid::bigint) = $1
+            """,
+            RELAY_LOCK,
+        )
+        return name
+    finally:
+        await conn.close()
+
+
+async def _led_by(dsn: str, application: str, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if await _leader_application(dsn) == application:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def test_a_deferring_relay_leads_only_while_no_other_kind_of_process_can(
+    database_url: str, amqp: broker.AbstractRobustConnection
+) -> None:
+    """The dispatcher's relay defers (service.serve): started together, the other process's
+    relay leads; with it gone the deferring one takes over; when a relay of another kind
+    connects again, the deferring leader hands the lead back once idle — and an event
+    appended after the hand-back is still published."""
+    defer = 1.0
+
+    def start(name: str, defer_seconds: float = 0.0) -> asyncio.Task[None]:
+        relay = OutboxRelay(dsn=database_url, amqp=amqp, name=name, defer_seconds=defer_seconds)
+        return asyncio.create_task(relay.run())
+
+    hot = start("hot", defer)
+    bulk = start("bulk")
+    others: list[asyncio.Task[None]] = []
+    try:
+        # Through the deferring relay's first tries, only the other one ever leads (no
+        # flip at start-up: the deferring one does not take the lead to hand it back).
+        leaders: set[str | None] = set()
+        deadline = time.monotonic() + 2.5 * defer
+        while time.monotonic() < deadline:
+            leaders.add(await _leader_application(database_url))
+            await asyncio.sleep(0.02)
+        assert leaders - {None} == {"cronhooks-bulk-relay"}
+        assert await _leader_application(database_url) == "cronhooks-bulk-relay"
+
+        bulk.cancel()  # that process is gone: its session closes, the lock with it
+        await asyncio.gather(bulk, return_exceptions=True)
+        assert await _led_by(database_url, "cronhooks-hot-relay", within=defer + 3)
+
+        others.append(start("bulk"))  # it is back: the idle deferring leader steps aside
+        assert await _led_by(database_url, "cronhooks-bulk-relay", within=defer + 5)
+
+        channel = await amqp.channel()
+        exchange = await broker.declare_exchange(channel)
+        queue = await channel.declare_queue("defer-test", exclusive=True)
+        await queue.bind(exchange, routing_key="test.#")
+        conn = await db.connect(database_url, name="writer")
+        try:
+            async with conn.transaction():
+                [event] = await eventstore.append(
+                    conn,
+                    "defer-1",
+                    [NewEvent("test.after_hand_back", {})],
+                    expected_version=0,
+                    causation=Causation.new(),
+                    occurred_at=datetime.now(UTC),
+                )
+        finally:
+            await conn.close()
+        message = await queue.get(timeout=10, fail=False)
+        for _ in range(100):
+            if message is not None:
+                break
+            await asyncio.sleep(0.1)
+            message = await queue.get(timeout=10, fail=False)
+        assert message is not None and message.message_id == str(event.event_id)
+        await message.ack()
+        assert await _leader_application(database_url) == "cronhooks-bulk-relay"
+    finally:
+        for task in (hot, bulk, *others):
+            task.cancel()
+        await asyncio.gather(hot, bulk, *others, return_exceptions=True)

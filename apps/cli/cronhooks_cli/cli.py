@@ -124,7 +124,8 @@ def _run(service: str, settings: Settings) -> int:
     module = importlib.import_module(SERVICES[service])
     # uvloop: a faster event loop for the services (the bench measured it: docs/architecture.md).
     try:
-        uvloop.run(serve(service, settings, module.bootstrap))
+        defer_relay = getattr(module, "DEFER_RELAY", False)
+        uvloop.run(serve(service, settings, module.bootstrap, defer_relay=defer_relay))
     except QueueSetupError as exc:  # the broker's queues do not fit the settings
         print(f"cronhooks {service}: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -32,6 +32,9 @@ TRANSIENT_DB_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+APPLICATION_PREFIX = "cronhooks-"  # every session's application_name: cronhooks-<name>
+
+
 def server_settings(name: str) -> dict[str, str]:
     """Session settings of every connection a service opens.
 
@@ -41,7 +44,7 @@ def server_settings(name: str) -> dict[str, str]:
     projector's live-tail read, 0.2 ms of execution, spending 30-90 ms compiling
     expressions on each call and up to 1.3 s when the estimate crossed the
     inlining/optimization threshold as well."""
-    return {"application_name": f"cronhooks-{name}", "jit": "off"}
+    return {"application_name": f"{APPLICATION_PREFIX}{name}", "jit": "off"}
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

@@ -31,6 +31,7 @@ from cronhooks_common.settings import Settings
 log = structlog.get_logger(__name__)
 
 DRAIN_SECONDS = 30.0
+RELAY_DEFER_SECONDS = 2.0  # a deferring relay's wait before each try for the lead
 
 
 @dataclass
@@ -56,8 +57,11 @@ class Service(Protocol):
 Bootstrap = Callable[[Runtime], Awaitable[Service]]
 
 
-async def serve(name: str, settings: Settings, bootstrap: Bootstrap) -> None:
-    """Run one service until SIGTERM/SIGINT, then drain and return."""
+async def serve(
+    name: str, settings: Settings, bootstrap: Bootstrap, *, defer_relay: bool = False
+) -> None:
+    """Run one service until SIGTERM/SIGINT, then drain and return. `defer_relay`: this
+    process's relay leads only when no other kind of process's can (relay.py)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -67,7 +71,14 @@ async def serve(name: str, settings: Settings, bootstrap: Bootstrap) -> None:
     amqp = await broker.connect(settings.amqp_url, name=name)
     runtime = Runtime(name=name, settings=settings, pool=pool, amqp=amqp)
     add_ops_routes(runtime.http, pool=pool, amqp=amqp)
-    relay = asyncio.create_task(OutboxRelay(dsn=settings.database_url, amqp=amqp, name=name).run())
+    relay = asyncio.create_task(
+        OutboxRelay(
+            dsn=settings.database_url,
+            amqp=amqp,
+            name=name,
+            defer_seconds=RELAY_DEFER_SECONDS if defer_relay else 0.0,
+        ).run()
+    )
     try:
         service = await bootstrap(runtime)
         await service.start()

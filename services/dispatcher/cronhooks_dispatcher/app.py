@@ -29,6 +29,10 @@ from cronhooks_dispatcher.fire import FireCaller
 from cronhooks_dispatcher.lookup import DeliveryLookups
 from cronhooks_dispatcher.recording import INBOX, RecordWriter
 
+# The relay in this process leads only when no other service's can: a herd waits on this
+# process's one core, and the leader publishes every service's events (relay.py).
+DEFER_RELAY = True
+
 ROUTING_KEYS = (
     EventType.DELIVERY_REQUESTED,
     EventType.NOTES_IMPORTED,
