@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 
 ROLES = ("scheduler", "dispatcher", "admin-api", "importer", "postgres", "rabbitmq", "agent")
 # Not a cronhooks process: counted on its own, never in the sums over ROLES.
@@ -49,3 +50,9 @@ def spent_ms(before: Snapshot, after: Snapshot) -> dict[str, float]:
         earlier = before.get(pid)
         spent[role] += (ticks - (earlier[1] if earlier and earlier[0] == role else 0)) * 1000 / hz
     return spent
+
+
+def own_ms() -> float:
+    """CPU ms this (bench) process has used so far: what the plain client spends."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return (usage.ru_utime + usage.ru_stime) * 1000

@@ -122,13 +122,17 @@ async def ceiling(session: aiohttp.ClientSession, agent: str, n: int) -> dict[st
             async with session.post(f"{agent}/hook", data=body, headers=headers) as resp:
                 await resp.read()
 
+    cpu_before = cpu.own_ms()
     await asyncio.gather(*(post(i) for i in range(n)))
+    client_ms = cpu.own_ms() - cpu_before
     got = await received(session, agent)
     last = max(t[0] for t in got.values())
     lags = [t[0] - started for t in got.values()]
     return {
         "makespan": last - started,
         "per_second": n / (last - started),
+        # Building, signing and posting each body: a floor under any dispatcher's CPU.
+        "cpu_ms_per_post": client_ms / n,
         "p50": percentile(lags, 50),
         "p99": percentile(lags, 99),
     }
@@ -473,6 +477,7 @@ def race_row(r: HerdRun) -> list[object]:
         f"{ours.per_second / rate:.2f}",
         f"{scheduling / r.n:.2f}",
         f"{r.peer.cpu[cpu.PEER] / r.n:.2f}",
+        f"{r.ceiling['cpu_ms_per_post']:.2f}",
     ]
 
 
@@ -545,6 +550,7 @@ def herd_sections(runs: list[HerdRun]) -> list[tuple[str, str]]:
                     "cronhooks ÷ ceiling",
                     "CPU ms/delivery, cronhooks (services, postgres, rabbitmq)",
                     "CPU ms/delivery, APScheduler",
+                    "CPU ms/POST, plain aiohttp client",
                 ],
                 [race_row(r) for r in runs],
             ),
