@@ -37,6 +37,7 @@ async def test_bad_input_is_one_warning_line_with_field_and_reason(settings: Set
         created = await c.graphql(
             admin, CREATE, {"input": {"url": "http://127.0.0.1:9/hook", "cronSchedule": "0 9 * * *"}}
         )
+        assert "data" in created, created
         hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
         key = await c.graphql(
             admin, 'mutation { createApiKey(input: {name: "logs"}) { key } }'
