@@ -23,6 +23,12 @@ from cronhooks_common.events import Causation, Event, NewEvent
 from cronhooks_common.relay import RELAY_LOCK, STANDBY_POLL_SECONDS, OutboxRelay
 
 WRITERS = 8
+# The relay leader's granted advisory lock: `select l.pid` or `count(*)` of it.
+LEADER_LOCK = """
+from pg_locks l
+where l.locktype = 'advisory' and l.granted
+  and ((l.classid::bigint << 32) | l.objid::bigint) = $1
+"""
 EVENTS = 2000
 STREAMS = 40
 
@@ -63,14 +69,7 @@ async def _writer(dsn: str, rng: random.Random, quota: int, committed: list[Even
 async def _terminate_leader(dsn: str) -> bool:
     conn = await asyncpg.connect(dsn)
     try:
-        pid = await conn.fetchval(
-            """
-            select l.pid from pg_locks l
-            where l.locktype = 'advisory' and l.granted
-              and ((l.classid::bigint << 32) | l.objid::bigint) = $1
-            """,
-            RELAY_LOCK,
-        )
+        pid = await conn.fetchval(f"select l.pid {LEADER_LOCK}", RELAY_LOCK)
         if pid is None:
             return False
         return bool(await conn.fetchval("select pg_terminate_backend($1)", pid))
@@ -261,14 +260,7 @@ async def test_a_standby_relay_holds_no_snapshot(
         # And it still takes over when the leader goes.
         assert await _terminate_leader(database_url)
         for _ in range(100):
-            leading = await conn.fetchval(
-                """
-                select count(*) from pg_locks l
-                where l.locktype = 'advisory' and l.granted
-                  and ((l.classid::bigint << 32) | l.objid::bigint) = $1
-                """,
-                RELAY_LOCK,
-            )
+            leading = await conn.fetchval(f"select count(*) {LEADER_LOCK}", RELAY_LOCK)
             if leading:
                 break
             await asyncio.sleep(0.05)
@@ -284,11 +276,8 @@ async def _leader_application(dsn: str) -> str | None:
     conn = await asyncpg.connect(dsn)
     try:
         name: str | None = await conn.fetchval(
-            """
-            select a.application_name from pg_locks l join pg_stat_activity a using (pid)
-            where l.locktype = 'advisory' and l.granted
-              and ((l.classid::bigint << 32) | l.objid::bigint) = $1
-            """,
+            "select application_name from pg_stat_activity"
+            f" where pid = (select l.pid {LEADER_LOCK})",
             RELAY_LOCK,
         )
         return name
