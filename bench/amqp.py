@@ -11,7 +11,6 @@ split (client library vs broker) shows which side a saving can come from.
 from __future__ import annotations
 
 import asyncio
-import resource
 import time
 import uuid
 from datetime import UTC, datetime
@@ -31,11 +30,6 @@ from cronhooks_common.relay import OutboxRelay
 N = 20_000
 ROUND = 1_000  # the relay's batch size
 PREFETCH = 200
-
-
-def _process_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _events(n: int) -> list[Event]:
@@ -111,11 +105,11 @@ async def _measure(
     await queue.bind("cronhooks.events", routing_key="#")
     events = _events(n)
 
-    ours, broker, wall = _process_cpu(), cpu.snapshot(), time.perf_counter()
+    ours, broker, wall = cpu.own_ms(), cpu.snapshot(), time.perf_counter()
     await _publish_all(channel, events)
     published = [
         time.perf_counter() - wall,
-        _process_cpu() - ours,
+        cpu.own_ms() - ours,
         cpu.spent_ms(broker, cpu.snapshot()),
     ]
 
@@ -131,12 +125,12 @@ async def _measure(
         if got >= n:
             done.set()
 
-    ours, broker, wall = _process_cpu(), cpu.snapshot(), time.perf_counter()
+    ours, broker, wall = cpu.own_ms(), cpu.snapshot(), time.perf_counter()
     tag = await queue.consume(on_message)
     await asyncio.wait_for(done.wait(), 300)
     consumed = [
         time.perf_counter() - wall,
-        _process_cpu() - ours,
+        cpu.own_ms() - ours,
         cpu.spent_ms(broker, cpu.snapshot()),
     ]
     await queue.cancel(tag)
@@ -149,18 +143,18 @@ async def _measure(
     await declaring.stop()
     await _publish_all(channel, _events(n))
     consumer, done = _sink(connection, n)
-    ours, broker, wall = _process_cpu(), cpu.snapshot(), time.perf_counter()
+    ours, broker, wall = cpu.own_ms(), cpu.snapshot(), time.perf_counter()
     await consumer.start()
     await asyncio.wait_for(done.wait(), 300)
     ours_consumed = [
         time.perf_counter() - wall,
-        _process_cpu() - ours,
+        cpu.own_ms() - ours,
         cpu.spent_ms(broker, cpu.snapshot()),
     ]
     await consumer.stop()
 
     rows = []
-    for name, (seconds, client_s, spent) in (
+    for name, (seconds, client_ms, spent) in (
         ("publish with confirms (relay path)", published),
         ("consume with manual acks (aio-pika, one ack each)", consumed),
         ("consume with cronhooks' Consumer (free workers, bulk acks)", ours_consumed),
@@ -170,7 +164,7 @@ async def _measure(
                 name,
                 n,
                 f"{n / seconds:.0f}",
-                f"{client_s * 1e6 / n:.0f}",
+                f"{client_ms * 1000 / n:.0f}",
                 f"{spent['rabbitmq'] * 1000 / n:.0f}",
             ]
         )

@@ -345,14 +345,10 @@ async def test_a_deferring_relay_leads_only_while_no_other_kind_of_process_can(
                 )
         finally:
             await conn.close()
-        message = await queue.get(timeout=10, fail=False)
-        for _ in range(100):
-            if message is not None:
-                break
-            await asyncio.sleep(0.1)
-            message = await queue.get(timeout=10, fail=False)
-        assert message is not None and message.message_id == str(event.event_id)
-        await message.ack()
+        async with asyncio.timeout(10), queue.iterator() as messages:
+            message = await anext(aiter(messages))
+            await message.ack()
+        assert message.message_id == str(event.event_id)
         assert await _leader_application(database_url) == "cronhooks-bulk-relay"
     finally:
         for task in (hot, bulk, *others):

@@ -81,7 +81,8 @@ order by o.position limit $2
 _OTHER_KIND_WAITS = f"""
 select exists (
     select 1 from pg_stat_activity
-    where datname = current_database() and application_name <> $1
+    where datname = current_database()
+      and application_name <> current_setting('application_name')
       and application_name like '{db.APPLICATION_PREFIX}%-relay'
 )
 """
@@ -120,7 +121,6 @@ class OutboxRelay:
         self._dsn = dsn
         self._amqp = amqp
         self._name = name
-        self._application = f"{db.APPLICATION_PREFIX}{name}-relay"
         self._defer_seconds = defer_seconds
         self._batch_size = batch_size
         self._poll_seconds = poll_seconds
@@ -197,7 +197,7 @@ class OutboxRelay:
         """Should this leader, idle now, give the lead to a relay that does not defer?"""
         if not self._defer_seconds:
             return False
-        return bool(await conn.fetchval(_OTHER_KIND_WAITS, self._application))
+        return bool(await conn.fetchval(_OTHER_KIND_WAITS))
 
     async def _events(self, conn: asyncpg.Connection, queued: list[asyncpg.Record]) -> list[Event]:
         """The queued rows' events, in position order, each read from its partition."""
