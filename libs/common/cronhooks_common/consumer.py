@@ -50,7 +50,7 @@ from aio_pika.abc import AbstractRobustConnection
 from aiormq.abc import DeliveredMessage
 from prometheus_client import Counter
 
-from cronhooks_common import eventstore, queues
+from cronhooks_common import eventstore, logs, queues
 from cronhooks_common.acks import AckBatcher
 from cronhooks_common.broker import (
     DEAD_LETTER_EXCHANGE,
@@ -273,9 +273,7 @@ class Consumer:
         event: Event,
         handle: Callable[[Event], Awaitable[None]],
     ) -> None:
-        with structlog.contextvars.bound_contextvars(
-            event_id=str(event.event_id), correlation_id=str(event.correlation_id)
-        ):
+        with logs.bound(event_id=event.event_id, correlation_id=event.correlation_id):
 
             async def one() -> None:
                 await handle(event)
@@ -325,9 +323,7 @@ class Consumer:
             for event in genuine:
                 if event.event_id in fresh:
                     fresh.discard(event.event_id)  # a copy of it later in the batch is a repeat
-                    with structlog.contextvars.bound_contextvars(
-                        event_id=str(event.event_id), correlation_id=str(event.correlation_id)
-                    ):
+                    with logs.bound(event_id=event.event_id, correlation_id=event.correlation_id):
                         await self._transactional(conn, event)
 
     async def _dead_letter(

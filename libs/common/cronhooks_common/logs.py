@@ -1,8 +1,8 @@
 """Structured logging: one JSON object (or one readable line) per event, on stderr.
 
-Every line carries the service name and whatever ids are bound in the context
-(`webhook_id`, `delivery_id`, `event_id`, `correlation_id`) via structlog contextvars.
-Records of the standard `logging` module (aio-pika, asyncpg, aiohttp) go the same way.
+Every line carries the service name and whatever ids are bound in the context with
+`bound(...)` (`webhook_id`, `delivery_id`, `event_id`, `correlation_id`). Records of the
+standard `logging` module (aio-pika, asyncpg, aiohttp) go the same way.
 """
 
 from __future__ import annotations
@@ -10,6 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import uuid
+from collections.abc import Mapping
+from contextvars import ContextVar, Token
+from types import TracebackType
 from typing import Any
 
 import orjson
@@ -19,7 +23,7 @@ import structlog
 def configure_logging(service: str, fmt: str = "json", level: int = logging.INFO) -> None:
     """Configure structlog and stdlib logging once, at process start."""
     shared: list[structlog.types.Processor] = [
-        structlog.contextvars.merge_contextvars,
+        _merge_bound,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _add_service(service),
@@ -61,6 +65,48 @@ def configure_logging(service: str, fmt: str = "json", level: int = logging.INFO
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
+
+
+# The fields bound by the `bound` blocks around the running code, outermost first.
+_BOUND: ContextVar[tuple[Mapping[str, object], ...]] = ContextVar("cronhooks_log", default=())
+
+
+class bound:  # lower case: used like a function, `with bound(delivery_id=...)`
+    """Within the block (and the tasks started in it), every log line carries `fields`;
+    an inner block's field wins over an outer one's of the same name.
+
+    A consumer binds the ids of every message it handles, and most of them log nothing:
+    binding is one ContextVar set, and the values are turned into text only when a line
+    is written. (structlog's `bound_contextvars` sets a variable per field, through a
+    generator context manager, with the ids already formatted: ~5 times the cost.)"""
+
+    __slots__ = ("_fields", "_token")
+
+    def __init__(self, **fields: object) -> None:
+        self._fields = fields
+        self._token: Token[tuple[Mapping[str, object], ...]] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _BOUND.set((*_BOUND.get(), self._fields))
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        assert self._token is not None
+        _BOUND.reset(self._token)
+
+
+def _merge_bound(
+    _: object, __: str, event_dict: structlog.types.EventDict
+) -> structlog.types.EventDict:
+    # A line's own keyword wins over a bound field, as with structlog's contextvars.
+    for fields in reversed(_BOUND.get()):
+        for key, value in fields.items():
+            event_dict.setdefault(key, str(value) if isinstance(value, uuid.UUID) else value)
+    return event_dict
 
 
 def _json_bytes(value: Any, **kw: Any) -> bytes:

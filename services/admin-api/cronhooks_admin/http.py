@@ -21,6 +21,7 @@ from cronhooks_admin.auth import Authenticator
 from cronhooks_admin.commands import Commands
 from cronhooks_admin.context import NEXT_RUNS, Context
 from cronhooks_admin.note_writes import NoteWrites
+from cronhooks_common import logs
 from cronhooks_common.clock import Clock
 from cronhooks_common.graphql_limits import Documents, LimitedRequest
 from cronhooks_common.graphql_support import silence_ariadne_logger
@@ -101,7 +102,7 @@ def add_graphql_routes(
             note_writes=note_writes,
         )
         limited = LimitedRequest(documents)
-        with structlog.contextvars.bound_contextvars(actor=admin.actor):
+        with logs.bound(actor=admin.actor):
             success, result = await graphql(
                 schema,
                 data,

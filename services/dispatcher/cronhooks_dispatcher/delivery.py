@@ -29,6 +29,7 @@ import asyncpg
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
+from cronhooks_common import logs
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import CRON, Event, EventType, NewEvent, storable
@@ -174,9 +175,7 @@ class Dispatcher:
 
     async def _deliver(self, event: Event, found: Lookup) -> None:
         request = event.data
-        with structlog.contextvars.bound_contextvars(
-            delivery_id=request["delivery_id"], webhook_id=request["webhook_id"]
-        ):
+        with logs.bound(delivery_id=request["delivery_id"], webhook_id=request["webhook_id"]):
             if found.handled:
                 return
             if await self._forbidden(event):
@@ -197,9 +196,7 @@ class Dispatcher:
     async def _deliver_released(self, event: Event, found: Lookup) -> None:
         """A queued delivery's turn (lanes.py): its first attempt, after the release."""
         request = lanes.released_request(event)
-        with structlog.contextvars.bound_contextvars(
-            delivery_id=request["delivery_id"], webhook_id=request["webhook_id"]
-        ):
+        with logs.bound(delivery_id=request["delivery_id"], webhook_id=request["webhook_id"]):
             if found.handled:
                 return
             await self._attempt(event, request, found.sealed_secret, self.clock.now())

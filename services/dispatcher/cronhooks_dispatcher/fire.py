@@ -26,6 +26,7 @@ import asyncpg
 import structlog
 from prometheus_client import Counter
 
+from cronhooks_common import logs
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import Event, EventType, NewEvent
@@ -107,7 +108,7 @@ class FireCaller:
     async def handle(self, event: Event, found: Lookup) -> None:
         """`event` as the store holds it, and what the lookup found with it."""
         d = event.data
-        with structlog.contextvars.bound_contextvars(job_id=d["job_id"], fire_id=d["fire_id"]):
+        with logs.bound(job_id=d["job_id"], fire_id=d["fire_id"]):
             if found.handled:
                 return
             now = self.clock.now()
