@@ -11,8 +11,9 @@ import aio_pika
 import asyncpg
 import pytest
 
-from cronhooks_common import broker, eventstore
+from cronhooks_common import broker, eventstore, work
 from cronhooks_common.acks import AckBatcher
+from cronhooks_common.buckets import Router
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.events import Causation, Event, NewEvent
 from tests.support import rabbit
@@ -51,7 +52,12 @@ async def store(pool: asyncpg.Pool, events: list[Event]) -> None:
         await eventstore.append_many(
             conn,
             [
-                (e.stream, e.version - 1, NewEvent(e.type, e.data, e.event_id), Causation(e.correlation_id))
+                (
+                    e.stream,
+                    e.version - 1,
+                    NewEvent(e.type, e.data, e.event_id),
+                    Causation(e.correlation_id),
+                )
                 for e in unique
             ],
             occurred_at=datetime.now(UTC),
@@ -313,8 +319,13 @@ async def test_a_message_the_store_does_not_hold_as_sent_is_dropped_and_counted(
     await store(effects, [genuine, altered_one])
     forged = make_event(666)
     altered = Event(
-        altered_one.event_id, altered_one.type, altered_one.stream, 1,
-        altered_one.occurred_at, {"n": 999}, altered_one.correlation_id,
+        altered_one.event_id,
+        altered_one.type,
+        altered_one.stream,
+        1,
+        altered_one.occurred_at,
+        {"n": 999},
+        altered_one.correlation_id,
     )
     channel = await amqp.channel(publisher_confirms=True)
     await broker.declare_exchange(channel)
@@ -332,3 +343,94 @@ async def test_a_message_the_store_does_not_hold_as_sent_is_dropped_and_counted(
     await channel.close()
     await eventually(lambda: _equals(count_effects(effects), 2))
     await c.stop()
+
+
+async def test_work_notices_replace_the_events_they_carry_and_bound_the_work_in_hand(
+    effects: asyncpg.Pool,
+    amqp: broker.AbstractRobustConnection,
+    vhost: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A queue that took `test.noticed` as events (an earlier version) is unbound from them
+    when its consumer takes them as work notices; every event a notice names is handled
+    once, never more at a time than the consumer has workers; an event that keeps failing
+    dead-letters its notice once the notice's other events are done."""
+    old = Consumer(
+        name="testconsumer",
+        amqp=amqp,
+        pool=None,
+        inbox="unused",
+        routing_keys=["test.noticed"],
+        free=_noop,
+    )
+    await old.start()  # declares the queue with its binding to cronhooks.events
+    await old.stop()
+
+    monkeypatch.setitem(work.ROUTES, "test.noticed", "testconsumer")
+    handled: list[int] = []
+    running, most = 0, 0
+
+    async def on_notice(ref: work.Ref) -> None:
+        nonlocal running, most
+        key = (ref.event_id, ref.stream)
+        stored = (await eventstore.read_events(effects, [key], Router()))[ref.event_id]
+        if stored.data.get("poison"):
+            raise ValueError("cannot handle this one")
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(random.random() * 0.02)
+        running -= 1
+        handled.append(stored.data["n"])
+
+    as_events: list[Event] = []
+
+    async def on_event(event: Event) -> None:
+        as_events.append(event)
+
+    workers = 8
+    c = Consumer(
+        name="testconsumer",
+        amqp=amqp,
+        pool=None,
+        inbox="unused",
+        routing_keys=["test.other"],
+        free=on_event,
+        notice=on_notice,
+        prefetch=workers,
+        workers=workers,
+    )
+    await c.start()
+    try:
+        events = [make_event(i, "test.noticed") for i in range(100)]
+        poison = Event(
+            uuid4(), "test.noticed", "p", 1, datetime.now(UTC), {"poison": True}, uuid4()
+        )
+        await publish(effects, amqp, [*events, poison])  # as events: must not arrive any more
+        bodies = [body for _, body in work.notices(events)]
+        bodies.append(work.notices([events[0], poison])[0][1])  # events[0] again, and poison
+        channel = await amqp.channel(publisher_confirms=True)
+        exchange = await work.declare_work_exchange(channel)
+        for body in bodies:
+            await exchange.publish(aio_pika.Message(body), routing_key="testconsumer")
+        dead = await eventually(
+            lambda: _at_least(rabbit.queue_depth(vhost, "cronhooks.testconsumer.dead"), 1),
+            timeout=30,
+        )
+        await eventually(lambda: _len_at_least(handled, 101), timeout=30)
+        await asyncio.sleep(0.3)
+    finally:
+        await c.stop()
+    assert as_events == []  # unbound: what goes to cronhooks.events does not come here
+    assert dead == 1  # the poison's notice
+    assert sorted(handled) == [0, *range(100)]  # each once by its notice, events[0] twice
+    assert 1 < most <= workers
+    await _queue_is_empty_of(amqp, "cronhooks.testconsumer")
+
+
+async def _noop(_: Event) -> None:
+    return None
+
+
+async def _queue_is_empty_of(amqp: broker.AbstractRobustConnection, name: str) -> None:
+    queue = await (await amqp.channel()).declare_queue(name, passive=True)
+    assert queue.declaration_result.message_count == 0

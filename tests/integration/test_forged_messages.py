@@ -1,6 +1,8 @@
 """The event store decides (CONTRACT §15): messages published to `cronhooks.events` by
 someone who can reach the broker — here with pika, as any outside subscriber would — make
-cronhooks sign, send or write nothing, whether they invent an event or alter a real one."""
+cronhooks sign, send or write nothing, whether they invent an event or alter a real one;
+nor do work notices (work.py) that name events the store does not hold, or events of a
+type notices do not carry."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pika
 import pytest
 from aiohttp import web
 
-from cronhooks_common import db
+from cronhooks_common import db, work
 from cronhooks_common.clock import ManualClock, iso
 from cronhooks_common.settings import Settings
 from cronhooks_common.trust import DROPPED
@@ -74,11 +76,28 @@ def publish_with_pika(amqp_url: str, messages: list[dict[str, Any]]) -> None:
         connection.close()
 
 
+def publish_notices_with_pika(amqp_url: str, notices: list[bytes]) -> None:
+    """Work notices to the dispatcher, as the relay would send them."""
+    connection = pika.BlockingConnection(pika.URLParameters(amqp_url))
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        for body in notices:
+            channel.basic_publish(
+                exchange=work.WORK_EXCHANGE,
+                routing_key="dispatcher",
+                body=body,
+                properties=pika.BasicProperties(content_type="application/json", delivery_mode=2),
+            )
+    finally:
+        connection.close()
+
+
 def dropped() -> float:
     return sum(
         DROPPED.labels(consumer, reason)._value.get()  # type: ignore[attr-defined]
         for consumer in ("scheduler", "dispatcher", "importer", "admin")
-        for reason in ("not_in_store", "altered")
+        for reason in ("not_in_store", "altered", "not_noticed")
     )
 
 
@@ -201,10 +220,18 @@ async def test_forged_and_altered_messages_sign_send_and_write_nothing(
         ),
     ]
     await asyncio.to_thread(publish_with_pika, settings.amqp_url, messages)
-    # delivery.requested reaches the dispatcher; webhook.updated (twice) the scheduler and
-    # the dispatcher; changes_received the importer. trigger.fired reaches no service:
-    # admin-api's read models follow the event store, not the broker.
-    expected = 1 + 2 + 2 + 1
+    # A notice naming an event the store does not hold, and one naming a stored event of
+    # a type notices do not bring (the webhook's creation): both dropped by the dispatcher.
+    notices = [
+        json.dumps({"events": [[str(uuid.uuid4()), "delivery-9003"]]}).encode(),
+        json.dumps({"events": [[str(created["event_id"]), f"webhook-{hook_id}"]]}).encode(),
+    ]
+    await asyncio.to_thread(publish_notices_with_pika, settings.amqp_url, notices)
+    # webhook.updated (twice) reaches the scheduler and the dispatcher; changes_received the
+    # importer; the notices the dispatcher. delivery.requested (it comes to the dispatcher
+    # in notices) and trigger.fired reach no service: admin-api's read models follow the
+    # event store, not the broker.
+    expected = 2 + 2 + 1 + 2
     await eventually(lambda: _at_least(dropped, counted + expected), timeout=15)
     await asyncio.sleep(0.3)
     assert forged_hits == []

@@ -18,7 +18,7 @@ import aio_pika
 import asyncpg
 import pytest
 
-from cronhooks_common import broker, db, eventstore
+from cronhooks_common import broker, db, eventstore, work
 from cronhooks_common.events import Causation, Event, NewEvent
 from cronhooks_common.relay import RELAY_LOCK, STANDBY_POLL_SECONDS, OutboxRelay
 
@@ -354,3 +354,88 @@ async def test_a_deferring_relay_leads_only_while_no_other_kind_of_process_can(
         for task in (hot, bulk, *others):
             task.cancel()
         await asyncio.gather(hot, bulk, *others, return_exceptions=True)
+
+
+async def test_noticed_events_go_out_as_events_and_in_work_notices(
+    database_url: str, amqp: broker.AbstractRobustConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every event goes to `cronhooks.events`; those of a type work.ROUTES names (here a
+    test type, as `delivery.requested` is sent to the dispatcher) are also named in work
+    notices, at most NOTICE_SIZE to a notice, each exactly once; the outbox is cleared
+    once both are confirmed."""
+    monkeypatch.setitem(work.ROUTES, "test.requested", "dispatcher")
+    requests, others = 150, 20
+    channel = await amqp.channel()
+    events_queue = await channel.declare_queue("relay-events", exclusive=True)
+    await events_queue.bind(await broker.declare_exchange(channel), routing_key="#")
+    notices_queue = await channel.declare_queue("relay-notices", exclusive=True)
+    await notices_queue.bind(await work.declare_work_exchange(channel), routing_key="dispatcher")
+    conn = await db.connect(database_url, name="writer")
+    try:
+        async with conn.transaction():
+            appended = await eventstore.append_many(
+                conn,
+                [
+                    (
+                        f"relaynotice-{i}",
+                        0,
+                        NewEvent("test.requested" if i < requests else "test.other", {"i": i}),
+                        Causation.new("test"),
+                    )
+                    for i in range(requests + others)
+                ],
+                occurred_at=datetime.now(UTC),
+            )
+    finally:
+        await conn.close()
+    wanted = {(e.event_id, e.stream) for e in appended if e.type == "test.requested"}
+
+    relay = asyncio.create_task(OutboxRelay(dsn=database_url, amqp=amqp, name="notices").run())
+    try:
+        async with asyncio.timeout(30):
+            published, named, sizes = await _read_both(
+                events_queue, notices_queue, requests + others, requests
+            )
+        assert published == {e.event_id for e in appended}
+        assert sorted(named) == sorted(wanted)  # each once, and nothing else
+        assert max(sizes) <= work.NOTICE_SIZE and len(sizes) == -(-requests // work.NOTICE_SIZE)
+        check = await asyncpg.connect(database_url)
+        try:
+            for _ in range(100):
+                if await check.fetchval("select count(*) from eventstore.outbox") == 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert await check.fetchval("select count(*) from eventstore.outbox") == 0
+        finally:
+            await check.close()
+    finally:
+        relay.cancel()
+        await asyncio.gather(relay, return_exceptions=True)
+
+
+async def _read_both(
+    events_queue: aio_pika.abc.AbstractQueue,
+    notices_queue: aio_pika.abc.AbstractQueue,
+    events: int,
+    named_events: int,
+) -> tuple[set[UUID], list[tuple[UUID, str]], list[int]]:
+    """The event ids published, the (event id, stream) the notices name, the notice sizes."""
+    published: set[UUID] = set()
+    async with events_queue.iterator() as messages:
+        async for message in messages:
+            await message.ack()
+            published.add(Event.from_bytes(message.body).event_id)
+            if len(published) == events:
+                break
+    named: list[tuple[UUID, str]] = []
+    sizes = []
+    async with notices_queue.iterator() as messages:
+        async for message in messages:
+            await message.ack()
+            assert message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
+            refs = work.parse(message.body)
+            sizes.append(len(refs))
+            named += [(ref.event_id, ref.stream) for ref in refs]
+            if len(named) >= named_events:
+                break
+    return published, named, sizes

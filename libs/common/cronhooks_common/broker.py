@@ -9,7 +9,8 @@ the type CRONHOOKS_QUEUE_TYPE names (queues.py).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from typing import Any
 
 import aio_pika
 import structlog
@@ -74,14 +75,35 @@ def properties(event: Event) -> Basic.Properties:
 
 async def publish_round(channel: AbstractChannel, events: Sequence[Event]) -> None:
     """Publish `events` (at most one per stream) on a confirm-mode channel; return once the
-    broker has taken every one. Queued in one go where aiormq is the version
-    `amqp_writes` knows, else one `publish_confirmed` each."""
-    if not amqp_writes.INSTALLED:
-        await asyncio.gather(*(publish_confirmed(channel, e) for e in events))
-        return
-    underlay = await channel.get_underlay_channel()
+    broker has taken every one."""
     messages = [(e.type, e.to_bytes(), properties(e)) for e in events]
-    confirmations = await amqp_writes.queue_confirmed_round(underlay, EXCHANGE, messages)
+    await publish_messages(channel, EXCHANGE, messages)
+
+
+async def publish_messages(
+    channel: AbstractChannel, exchange: str, messages: list[tuple[str, bytes, Basic.Properties]]
+) -> None:
+    """Publish `(routing key, body, properties)` to `exchange` on a confirm-mode channel;
+    return once the broker has taken every one. Queued in one go where aiormq is the version
+    `amqp_writes` knows, else one `basic_publish` each."""
+    underlay = await channel.get_underlay_channel()
+    confirmations: Sequence[Awaitable[Any]]
+    if amqp_writes.INSTALLED:
+        confirmations = await amqp_writes.queue_confirmed_round(underlay, exchange, messages)
+    else:
+        # wait=False: do not hold the channel lock until the frame is written and drained —
+        # the publishes queue up at once and leave together; the confirm is what counts.
+        confirmations = [
+            underlay.basic_publish(
+                body,
+                exchange=exchange,
+                routing_key=key,
+                properties=props,
+                mandatory=False,
+                wait=False,  # type: ignore[call-arg]  # aiormq.Channel has it, its ABC not
+            )
+            for key, body, props in messages
+        ]
     for confirmation in await asyncio.gather(*confirmations):
         if not isinstance(confirmation, Basic.Ack):
             raise aio_pika.exceptions.DeliveryError(None, confirmation)

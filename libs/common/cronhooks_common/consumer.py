@@ -48,9 +48,10 @@ import asyncpg
 import structlog
 from aio_pika.abc import AbstractRobustConnection
 from aiormq.abc import DeliveredMessage
+from pamqp.commands import Basic
 from prometheus_client import Counter
 
-from cronhooks_common import eventstore, logs, queues
+from cronhooks_common import eventstore, logs, queues, work
 from cronhooks_common.acks import AckBatcher
 from cronhooks_common.broker import (
     DEAD_LETTER_EXCHANGE,
@@ -66,6 +67,7 @@ log = structlog.get_logger(__name__)
 
 TransactionalHandler = Callable[[asyncpg.Connection, Event], Awaitable[None]]
 FreeHandler = Callable[[Event], Awaitable[None]]
+NoticeHandler = Callable[[work.Ref], Awaitable[None]]
 
 CONSUMED = Counter(
     "cronhooks_events_consumed_total", "Events taken from the queue", ["consumer", "outcome"]
@@ -111,6 +113,7 @@ class Consumer:
         routing_keys: Iterable[str],
         transactional: TransactionalHandler | None = None,
         free: FreeHandler | None = None,
+        notice: NoticeHandler | None = None,
         prefetch: int = 200,
         workers: int = 1,
         batch_size: int = 100,
@@ -120,6 +123,12 @@ class Consumer:
             raise ValueError("give exactly one of transactional= or free=")
         if transactional is not None and pool is None:
             raise ValueError("a transactional consumer needs the pool")
+        if notice is not None and free is None:
+            raise ValueError("work notices are for free consumers")
+        if (notice is not None) != bool(work.carried_to(name)):
+            raise ValueError(f"give notice= exactly when work.ROUTES sends notices to {name!r}")
+        if carried := work.carried_to(name).intersection(map(str, routing_keys)):
+            raise ValueError(f"{sorted(carried)} reach {name!r} as work notices, not as events")
         self.name = name
         self.queue_name = f"cronhooks.{name}"
         self._amqp = amqp
@@ -129,11 +138,15 @@ class Consumer:
         self._routing_keys = tuple(str(key) for key in routing_keys)
         self._transactional = transactional
         self._free = free
+        self._notice = notice
         self._prefetch = prefetch
         self._workers = workers if free else 1
         self._batch_size = batch_size if transactional else 1
         self._queue_type = queue_type
         self._inflight: asyncio.Queue[DeliveredMessage] = asyncio.Queue()
+        # The events of work notices in hand at once, over all notices: as many as there
+        # are workers, the bound a free consumer keeps with one event per message.
+        self._notice_slots = asyncio.Semaphore(self._workers)
         self._acks = AckBatcher()
         self._tasks: list[asyncio.Task[None]] = []
         self._channel: aio_pika.abc.AbstractRobustChannel | None = None
@@ -165,6 +178,12 @@ class Consumer:
         )
         for key in self._routing_keys:
             await queue.bind(exchange, routing_key=key)
+        if self._notice is not None:
+            await queue.bind(await work.declare_work_exchange(channel), routing_key=self.name)
+            for key in work.carried_to(self.name):
+                # A queue of an earlier version took these as events: not any more (a
+                # binding that is not there is unbound without complaint).
+                await queue.unbind(exchange, routing_key=key)
         self._channel = channel
         self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
         # aio-pika restores the queue and its bindings when the channel is reopened after
@@ -234,6 +253,9 @@ class Consumer:
                     self._inflight.task_done()
 
     async def _handle_batch(self, batch: list[DeliveredMessage]) -> None:
+        if self._notice is not None and _is_notice(batch[0]):
+            await self._run_notice(batch[0])  # free consumers take one message at a time
+            return
         parsed: list[tuple[DeliveredMessage, Event]] = []
         for message in batch:
             try:
@@ -284,6 +306,42 @@ class Consumer:
                 CONSUMED.labels(self.name, "handled").inc()
             else:
                 await self._dead_letter(message, event, error)
+
+    async def _run_notice(self, message: DeliveredMessage) -> None:
+        """Handle every event a work notice names, at once; ack the notice when all are
+        handled. One that keeps failing dead-letters the whole notice once the others are
+        done (they are skipped as handled if it is ever replayed)."""
+        assert self._notice is not None
+        handle = self._notice
+        try:
+            refs = work.parse(message.body)
+        except (ValueError, TypeError) as exc:
+            log.error("notice_malformed", error=repr(exc))
+            CONSUMED.labels(self.name, "dead_lettered").inc()
+            await self._acks.reject(message)
+            return
+
+        async def one(ref: work.Ref) -> bool:
+            async with self._notice_slots:
+                with logs.bound(event_id=ref.event_id):
+                    error = await self._with_retries(lambda: handle(ref))
+            if error is not None:
+                log.error(
+                    "event_dead_lettered",
+                    queue=self.queue_name,
+                    event_id=str(ref.event_id),
+                    stream=ref.stream,
+                    exc_info=error,
+                )
+            return error is None
+
+        handled = sum(await asyncio.gather(*(one(ref) for ref in refs)))
+        CONSUMED.labels(self.name, "handled").inc(handled)
+        if handled == len(refs):
+            self._acks.ack(message)
+        else:
+            CONSUMED.labels(self.name, "dead_lettered").inc(len(refs) - handled)
+            await self._acks.reject(message)
 
     @staticmethod
     async def _with_retries(work: Callable[[], Awaitable[None]]) -> Exception | None:
@@ -339,3 +397,8 @@ class Consumer:
         )
         await self._acks.reject(message)
         CONSUMED.labels(self.name, "dead_lettered").inc()
+
+
+def _is_notice(message: DeliveredMessage) -> bool:
+    delivery = message.delivery
+    return isinstance(delivery, Basic.Deliver) and delivery.exchange == work.WORK_EXCHANGE

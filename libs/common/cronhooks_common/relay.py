@@ -22,6 +22,9 @@ outbox, whose every row is deleted, then grows an index of dead entries that eac
 walks: in a 10,000 herd ~30,000 of them, 15-22 ms a fetch, ~0.3 ms of Postgres CPU per
 delivery.
 A crash between confirm and delete republishes those events (consumers dedupe by id).
+After a batch's events, the relay sends the work notices for those of them that a service
+takes as notices (work.py: the dispatcher's `delivery.requested`); the rows are deleted
+only once those are confirmed too.
 The delete of a batch is sent with the read of the next one, right after the confirms.
 
 A relay can defer (`defer_seconds`): the dispatcher's does, because its process is the one
@@ -44,8 +47,13 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from prometheus_client import Counter, Gauge
 
-from cronhooks_common import db
-from cronhooks_common.broker import TRANSIENT_AMQP_ERRORS, declare_exchange, publish_round
+from cronhooks_common import db, work
+from cronhooks_common.broker import (
+    TRANSIENT_AMQP_ERRORS,
+    declare_exchange,
+    publish_messages,
+    publish_round,
+)
 from cronhooks_common.buckets import Router, fetch_routed, partition
 from cronhooks_common.events import Event
 from cronhooks_common.eventstore import _COLUMNS, event_from_row, probe_sql
@@ -170,6 +178,7 @@ class OutboxRelay:
         channel = await self._amqp.channel(publisher_confirms=True)
         try:
             await declare_exchange(channel)
+            await work.declare_work_exchange(channel)
             confirmed: list[int] = []
             while True:
                 self._wake.clear()
@@ -219,3 +228,9 @@ class OutboxRelay:
             # relay: time out, reconnect, publish the rows again.
             async with asyncio.timeout(PUBLISH_TIMEOUT):
                 await publish_round(channel, round_)
+        # The notices go after the events they name, so that whoever acts on a notice acts
+        # on an event that subscribers of cronhooks.events have been sent already.
+        notices = [(key, body, work.NOTICE_PROPERTIES) for key, body in work.notices(events)]
+        if notices:
+            async with asyncio.timeout(PUBLISH_TIMEOUT):
+                await publish_messages(channel, work.WORK_EXCHANGE, notices)

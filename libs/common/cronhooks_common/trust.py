@@ -45,3 +45,16 @@ def as_stored(sent: Event, stored: Event | None, *, consumer: str) -> Event | No
         stream=sent.stream,
     )
     return None
+
+
+def as_noticed(
+    ref_event_id: object, stored: Event | None, *, types: frozenset[str], consumer: str
+) -> Event | None:
+    """The stored event a work notice names (work.py), or None (logged and counted) if the
+    store does not hold it or it is not of a type notices bring to `consumer`."""
+    if stored is not None and stored.type in types:
+        return stored
+    reason = "not_in_store" if stored is None else "not_noticed"
+    DROPPED.labels(consumer, reason).inc()
+    log.warning("event_dropped", consumer=consumer, reason=reason, event_id=str(ref_event_id))
+    return None

@@ -1,6 +1,7 @@
 """Dispatcher service: turns `delivery.requested` into signed HTTP requests to agents.
 
-Flow: consumer (free mode, `CRONHOOKS_DISPATCH_CONCURRENCY` workers) → the stored event,
+Flow: consumer (free mode, `CRONHOOKS_DISPATCH_CONCURRENCY` workers; `delivery.requested`
+arrives in work notices of up to 64 events, work.py, the rest as events) → the stored event,
 inbox and secret in one batched lookup (lookup.py; a message the store does not hold as
 sent is dropped) → `Dispatcher.handle` (delivery.py): build and sign the body (payload.py),
 POST through the shared session with the SSRF guard (sender.py), classify the answer
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import aiohttp
 
+from cronhooks_common import work
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import Event, EventType
 from cronhooks_common.service import Runtime
 from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
-from cronhooks_common.trust import as_stored
+from cronhooks_common.trust import as_noticed, as_stored
 from cronhooks_dispatcher.alert_sink import AlertSink
 from cronhooks_dispatcher.alerts import AlertPolicy
 from cronhooks_dispatcher.context_notes import ContextNoteLoader
@@ -33,8 +35,9 @@ from cronhooks_dispatcher.recording import INBOX, RecordWriter
 # process's one core, and the leader publishes every service's events (relay.py).
 DEFER_RELAY = True
 
+# `delivery.requested` comes in work notices, many to a message (work.py).
+NOTICED = work.carried_to("dispatcher")
 ROUTING_KEYS = (
-    EventType.DELIVERY_REQUESTED,
     EventType.NOTES_IMPORTED,
     EventType.NOTES_REJECTED,
     EventType.WEBHOOK_UPDATED,
@@ -130,6 +133,14 @@ class DispatcherService:
             else:
                 await dispatcher.handle(event, found)
 
+        async def handle_notice(ref: work.Ref) -> None:
+            # A notice names the event; the store holds what it is (and the lookup reads
+            # the inbox and the secret with it, batched with the other lookups).
+            found = await lookups.load((ref.event_id, ref.stream))
+            event = as_noticed(ref.event_id, found.stored, types=NOTICED, consumer="dispatcher")
+            if event is not None:
+                await dispatcher.handle(event, found)
+
         self._consumer = Consumer(
             name="dispatcher",
             amqp=rt.amqp,
@@ -137,6 +148,7 @@ class DispatcherService:
             inbox=INBOX,
             routing_keys=ROUTING_KEYS,
             free=handle,
+            notice=handle_notice,
             prefetch=concurrency,
             workers=concurrency,
             queue_type=rt.settings.queue_type,
