@@ -1,7 +1,8 @@
 """AMQP ceiling: what one event costs on the broker path alone, on this box.
 
-N `delivery.requested`-sized events are published through the relay's own publish path
-(`OutboxRelay._publish`: rounds of one event per stream, publisher confirms) to a queue
+N `delivery.requested` events are published through the relay's own publish path
+(`OutboxRelay._publish`: rounds of one event per stream, publisher confirms, then the work
+notices naming them, which no queue takes here) to a queue
 on a scratch vhost, then consumed with manual acks the way the dispatcher's consumer
 does (aio-pika, prefetch, one ack per message). No database, no HTTP: the rate and the
 CPU per event here bound what any delivery path through RabbitMQ can do, and the CPU
@@ -26,6 +27,7 @@ from cronhooks_common.broker import declare_exchange
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.events import Event
 from cronhooks_common.relay import OutboxRelay
+from cronhooks_common.work import declare_work_exchange
 
 N = 20_000
 ROUND = 1_000  # the relay's batch size
@@ -185,6 +187,7 @@ async def ceiling(n: int = N) -> list[tuple[str, str]]:
         async with connection:
             channel = await connection.channel(publisher_confirms=True)
             await declare_exchange(channel)
+            await declare_work_exchange(channel)  # the relay path sends work notices too
             rows = await _measure(connection, channel, n)
     finally:
         async with aiohttp.ClientSession(headers=AUTH) as mgmt:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bench import dispatch, notes
+from bench import amqp, dispatch, notes
 
 pytestmark = pytest.mark.e2e
 
@@ -32,3 +32,11 @@ async def test_the_trigger_burst_bench_delivers_every_trigger() -> None:
     ours = next(row for row in _rows(content) if row[0].startswith("cronhooks"))
     assert ours[1] == "20" and ours[-1] == "0"  # all 20, no duplicates at the agent
     assert re.fullmatch(r"\d+", ours[2])
+
+
+async def test_the_amqp_ceiling_publishes_and_consumes_every_event() -> None:
+    [(title, content)] = await amqp.ceiling(n=200)
+    assert title.startswith("AMQP ceiling")
+    rows = _rows(content)
+    assert [row[1] for row in rows] == ["200", "200", "200"]
+    assert all(float(row[2]) > 0 for row in rows)
