@@ -8,6 +8,8 @@ broker cannot make cronhooks sign, send or write anything.
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import structlog
 from prometheus_client import Counter
 
@@ -48,7 +50,7 @@ def as_stored(sent: Event, stored: Event | None, *, consumer: str) -> Event | No
 
 
 def as_noticed(
-    ref_event_id: object, stored: Event | None, *, types: frozenset[str], consumer: str
+    ref_event_id: UUID, stored: Event | None, *, types: frozenset[str], consumer: str
 ) -> Event | None:
     """The stored event a work notice names (work.py), or None (logged and counted) if the
     store does not hold it or it is not of a type notices bring to `consumer`."""
