@@ -98,10 +98,6 @@ async def claim_events(conn: asyncpg.Connection, inbox: str, events: Sequence[Ev
     return {r["event_id"] for r in rows}
 
 
-async def already_handled(conn: asyncpg.Connection, inbox: str, event_id: UUID) -> bool:
-    return bool(await conn.fetchval(f"select true from {inbox} where event_id = $1", event_id))
-
-
 class Consumer:
     def __init__(
         self,
