@@ -87,6 +87,8 @@ if __name__ == "__main__":
     if args.replicas != 1 and args.suites != ["herd"]:
         parser.error("--replicas applies to the herd suite only: python -m bench herd --replicas 2")
     if args.lookups and args.suites != ["retention"]:
-        parser.error("--lookups applies to the retention suite only: python -m bench retention --lookups")
+        parser.error(
+            "--lookups applies to the retention suite only: python -m bench retention --lookups"
+        )
     configure_logging("bench", "console", level=logging.WARNING)
     asyncio.run(main(chosen(args)))

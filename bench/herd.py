@@ -30,7 +30,7 @@ import aiohttp
 import asyncpg
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench import cpu
+from bench import cpu, profile
 from bench.common import CONCURRENCY, percentile, signed_delivery, table
 from bench.harness import Cluster, free_port, running_cluster
 from cronhooks_common.signing import SecretKeys, generate_secret
@@ -286,9 +286,10 @@ async def cronhooks_burst(
     await create_webhooks(cluster, session, n, f"{agent}/hook", schedule)
     await sleep_until(slot.timestamp() - CPU_LEAD_SECONDS)
     await session.post(f"{agent}/reset")
-    cpu_before = cpu.snapshot()
-    await wait_for_receipts(session, agent, n, slot.timestamp() + 120)
-    spent = cpu.spent_ms(cpu_before, cpu.snapshot())
+    async with profile.sampled(cluster.procs, f"{n}"):
+        cpu_before = cpu.snapshot()
+        await wait_for_receipts(session, agent, n, slot.timestamp() + 120)
+        spent = cpu.spent_ms(cpu_before, cpu.snapshot())
     await asyncio.sleep(1.0)  # a late duplicate still counts
     got = await received(session, agent)
     return CronhooksRun(
