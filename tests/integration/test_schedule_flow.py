@@ -196,3 +196,29 @@ async def test_loop_wakes_on_a_timer_change_not_on_a_tick(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_herd_is_claimed_in_batches_that_ramp_up(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    # A small first claim lets the dispatcher start on a herd while the rest is claimed;
+    # each full batch doubles the next up to the cap, and the next herd starts small again.
+    due = datetime(2026, 2, 9, 9, 0, tzinfo=UTC)
+    await _seed_due_timers(pool, 1000, due)
+    clock = ManualClock(due + timedelta(milliseconds=10))
+    loop = SchedulerLoop(pool=pool, dsn=database_url, clock=clock, batch_size=400)
+
+    async def claims_of_one_step() -> list[int]:
+        # Bounded: a step that finds nothing due sleeps on the manual clock for good.
+        await asyncio.wait_for(loop._step(), timeout=10)
+        rows = await pool.fetch(
+            "select count(*) as n from eventstore.events group by txid order by min(position)"
+        )
+        return [row["n"] for row in rows]
+
+    assert await claims_of_one_step() == [125]
+    assert await claims_of_one_step() == [125, 250]
+    assert await claims_of_one_step() == [125, 250, 400]
+    assert await claims_of_one_step() == [125, 250, 400, 225]
+    clock.advance(timedelta(minutes=1))
+    assert await claims_of_one_step() == [125, 250, 400, 225, 125]
