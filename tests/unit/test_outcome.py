@@ -65,3 +65,16 @@ def test_answers_postgres_cannot_store_fail_and_others_pass(body: str, succeeded
     assert outcome.succeeded is succeeded
     if not succeeded:
         assert "NUL characters or invalid Unicode" in str(outcome.error)
+
+
+@pytest.mark.parametrize("levels", [65, 500, 30_000])
+def test_an_answer_nested_too_deep_is_a_failed_attempt_with_its_reason(levels: int) -> None:
+    body = b'{"status":"ok","x":' + b"[" * (levels - 1) + b"]" * (levels - 1) + b"}"
+    outcome = classify(result(200, body))
+    assert not outcome.succeeded
+    assert outcome.error == "answer nested deeper than 64 levels"
+
+
+def test_an_answer_of_64_levels_is_judged_as_usual() -> None:
+    body = b'{"status":"ok","x":' + b"[" * 63 + b"]" * 63 + b"}"
+    assert classify(result(200, body)).succeeded

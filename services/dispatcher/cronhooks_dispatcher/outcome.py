@@ -1,11 +1,13 @@
-"""What an agent's answer means for the attempt (CONTRACT §4). Pure."""
+"""What an agent's answer means for the attempt (CONTRACT §4, §15). Pure and total: any
+bytes an agent sends judge the attempt — a success, or a failure with a reason (an answer
+nested deeper than 64 levels among them) — and nothing here raises."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from cronhooks_common import json_input
 from cronhooks_common.events import storable, storable_json
 from cronhooks_dispatcher.sender import HttpResult
 
@@ -38,7 +40,10 @@ def classify(result: HttpResult) -> Outcome:
         return Outcome(False, f"HTTP {status}" + (f": {detail}" if detail else ""))
     if status == 202:
         return Outcome(True)
-    answer = _json_object(result.body)
+    try:
+        answer = _json_object(result.body)
+    except json_input.TooDeep as exc:
+        return Outcome(False, str(exc))
     if answer is None:
         return Outcome(True)  # empty or non-JSON 2xx: success, nothing to import
     if not storable_json(answer):
@@ -61,16 +66,24 @@ def import_outcome(event_type: str, data: dict[str, Any]) -> Outcome:
     if event_type == "notes.imported":
         return Outcome(True)
     errors = data.get("errors") or []
-    detail = "; ".join(f"{e.get('path')}: {e.get('error')}" for e in errors[:20])
+    # An error about the whole batch (the depth guard, an internal error) names no path.
+    detail = "; ".join(
+        f"{e.get('path')}: {e.get('error')}" if e.get("path") else str(e.get("error"))
+        for e in errors[:20]
+    )
     more = f" (+{len(errors) - 20} more)" if len(errors) > 20 else ""
     return Outcome(False, f"changes rejected: {detail}{more}" if detail else "changes rejected")
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:
+    """The answer's JSON object; None for an empty or non-JSON body (or JSON that is not an
+    object); TooDeep past the nesting bound, which is a failure, not "not JSON"."""
     if not body.strip():
         return None
     try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        value = json_input.loads(body, what="answer")
+    except json_input.TooDeep:
+        raise
+    except ValueError:  # UnicodeDecodeError among them
         return None
     return value if isinstance(value, dict) else None
