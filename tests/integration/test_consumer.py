@@ -133,6 +133,46 @@ async def test_poison_message_is_dead_lettered_and_others_go_on(
     await c.stop()
 
 
+@pytest.mark.parametrize("hook", ["ends", "declines", "fails"])
+async def test_a_poison_event_is_ended_by_the_hook_before_it_would_be_dead_lettered(
+    effects: asyncpg.Pool, amqp: broker.AbstractRobustConnection, vhost: str, hook: str
+) -> None:
+    """CONTRACT §15: what a poison event started is ended by the service (on_poison), not
+    left pending behind a dead letter; only what the hook cannot end is dead-lettered."""
+    asked: list[tuple[object, str, str]] = []
+
+    async def on_poison(event_id: object, stream: str, error: Exception) -> bool:
+        asked.append((event_id, stream, repr(error)))
+        if hook == "fails":
+            raise RuntimeError("the hook itself broke")
+        return hook == "ends"
+
+    c = consumer(effects, amqp, on_poison=on_poison)
+    await c.start()
+    poison = Event(
+        uuid4(), "test.counted", "p", 1, datetime.now(UTC), {"n": -1, "poison": True}, uuid4()
+    )
+    await publish(effects, amqp, [make_event(1), poison, make_event(2)])
+    await eventually(lambda: _equals(count_effects(effects), 2))
+    await eventually(lambda: _at_least(_len(asked), 1), timeout=15)
+    assert asked == [(poison.event_id, "p", "ValueError('cannot handle this one')")]
+    await asyncio.sleep(0.3)
+    await c.stop()
+    check = await broker.connect(str(amqp.url), name="checker")
+    try:
+        channel = await check.channel()
+        queue = await channel.declare_queue("cronhooks.testconsumer", passive=True)
+        assert queue.declaration_result.message_count == 0  # settled, not left unacked
+        dead = await channel.declare_queue("cronhooks.testconsumer.dead", passive=True)
+        assert dead.declaration_result.message_count == (0 if hook == "ends" else 1)
+    finally:
+        await check.close()
+
+
+async def _len(items: list[object]) -> int:
+    return len(items)
+
+
 async def _at_least(value: object, n: int) -> int | None:
     got = await value  # type: ignore[misc]
     return got if got >= n else None

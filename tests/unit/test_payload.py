@@ -105,3 +105,19 @@ def test_the_recorded_body_keeps_context_notes_by_path_and_hash_only() -> None:
     assert {k: v for k, v in logged.items() if k != "context_notes"} == {
         k: v for k, v in body.items() if k != "context_notes"
     }
+
+
+def test_a_recorded_body_is_cut_at_64_kib_on_a_utf8_boundary() -> None:
+    from cronhooks_dispatcher.payload import RECORDED_BYTES, cut
+
+    assert RECORDED_BYTES == 65_536
+    small = '{"instruction": "é"}'
+    assert cut(small) == (small, False)
+    exact = "a" * RECORDED_BYTES
+    assert cut(exact) == (exact, False)
+    kept, truncated = cut("a" * (RECORDED_BYTES - 1) + "é" + "z")  # é straddles the cut
+    assert truncated and kept == "a" * (RECORDED_BYTES - 1)
+    kept, truncated = cut("€" * 30_000)  # 3 bytes each: 21,845 whole ones fit
+    assert truncated and kept == "€" * 21_845 and len(kept.encode()) <= RECORDED_BYTES
+    kept, truncated = cut("😀" * 20_000)
+    assert truncated and kept == "😀" * 16_384

@@ -24,8 +24,10 @@ counted; they never reach a handler.
 
 Transient failures (database or broker gone) leave the message unacked and retry with
 backoff for as long as it takes. Any other exception is retried a few times too (an
-infrastructure fault can surface as an unexpected error); only a message that keeps
-failing is logged and dead-lettered.
+infrastructure fault can surface as an unexpected error). A message that keeps failing is
+poison: the service's `on_poison` hook is asked to end what the event started (CONTRACT
+§15: a delivery fails with `internal error: …`, a fire ends `failed`), so nothing stays
+pending behind a dead letter; only what the hook cannot end is logged and dead-lettered.
 
 Messages are taken from aiormq's channel as they arrive, without aio-pika's per-message
 object and task (on the dispatcher's hot path they cost more than the broker spends on
@@ -68,6 +70,10 @@ log = structlog.get_logger(__name__)
 TransactionalHandler = Callable[[asyncpg.Connection, Event], Awaitable[None]]
 FreeHandler = Callable[[Event], Awaitable[None]]
 NoticeHandler = Callable[[work.Ref], Awaitable[None]]
+# (event id, stream as the message names them, the error): True when the hook recorded an
+# end to what the event started (the message is then acked), False to dead-letter it. The
+# hook finds the event in the store itself: the message is only news.
+PoisonHandler = Callable[[UUID, str, Exception], Awaitable[bool]]
 
 CONSUMED = Counter(
     "cronhooks_events_consumed_total", "Events taken from the queue", ["consumer", "outcome"]
@@ -110,6 +116,7 @@ class Consumer:
         transactional: TransactionalHandler | None = None,
         free: FreeHandler | None = None,
         notice: NoticeHandler | None = None,
+        on_poison: PoisonHandler | None = None,
         prefetch: int = 200,
         workers: int = 1,
         batch_size: int = 100,
@@ -135,6 +142,7 @@ class Consumer:
         self._transactional = transactional
         self._free = free
         self._notice = notice
+        self._on_poison = on_poison
         self._prefetch = prefetch
         self._workers = workers if free else 1
         self._batch_size = batch_size if transactional else 1
@@ -159,9 +167,7 @@ class Consumer:
             DEAD_LETTER_EXCHANGE, aio_pika.ExchangeType.DIRECT, durable=True
         )
         # The dead-letter queue first: at-least-once dead-lettering needs it bound.
-        dead = await queues.declare(
-            channel, f"{self.queue_name}.dead", queue_type=self._queue_type
-        )
+        dead = await queues.declare(channel, f"{self.queue_name}.dead", queue_type=self._queue_type)
         await dead.bind(dlx, routing_key=self.queue_name)
         queue = await queues.declare(
             channel,
@@ -321,6 +327,8 @@ class Consumer:
             async with self._notice_slots:
                 with logs.bound(event_id=ref.event_id):
                     error = await self._with_retries(lambda: handle(ref))
+                    if error is not None and await self._ended(ref.event_id, ref.stream, error):
+                        return True
             if error is not None:
                 log.error(
                     "event_dead_lettered",
@@ -380,9 +388,30 @@ class Consumer:
                     with logs.bound(event_id=event.event_id, correlation_id=event.correlation_id):
                         await self._transactional(conn, event)
 
-    async def _dead_letter(
-        self, message: DeliveredMessage, event: Event, error: Exception
-    ) -> None:
+    async def _ended(self, event_id: UUID, stream: str, error: Exception) -> bool:
+        """Ask the service to end what a poison event started; True if it did."""
+        if self._on_poison is None:
+            return False
+        try:
+            ended = await self._on_poison(event_id, stream, error)
+        except Exception as exc:  # the hook's own failure: the dead letter stays the answer
+            log.error("poison_hook_failed", queue=self.queue_name, error=repr(exc))
+            return False
+        if ended:
+            log.error(
+                "event_ended_by_fault",
+                queue=self.queue_name,
+                event_id=str(event_id),
+                stream=stream,
+                exc_info=error,
+            )
+            CONSUMED.labels(self.name, "ended_by_fault").inc()
+        return ended
+
+    async def _dead_letter(self, message: DeliveredMessage, event: Event, error: Exception) -> None:
+        if await self._ended(event.event_id, event.stream, error):
+            self._acks.ack(message)
+            return
         log.error(
             "event_dead_lettered",
             queue=self.queue_name,

@@ -39,6 +39,9 @@ async def deliveries_requested(conn: asyncpg.Connection, events: list[Event]) ->
                     $6::timestamptz[]) as x(id, wh, trg, sf, att, at)
         on conflict (id) do update set
             attempt = greatest(admin.deliveries.attempt, excluded.attempt),
+            -- the retry it waited for is under way
+            next_attempt_at = case when excluded.attempt > admin.deliveries.attempt
+                                   then null else admin.deliveries.next_attempt_at end,
             -- what started the delivery (its first attempt's trigger): a retry is one
             -- more attempt of it, not a new trigger (a manual delivery stays manual)
             trigger = case when excluded.attempt = 1
@@ -92,9 +95,9 @@ async def deliveries_finished(conn: asyncpg.Connection, events: list[Event]) -> 
             with attempts as (
                 insert into admin.delivery_attempts
                     (delivery_id, attempt, response_status, error_message, duration_ms,
-                     started_at)
+                     started_at, request_body_truncated)
                 select * from unnest($1::bigint[], $2::int[], $4::int[], $6::text[],
-                                     $7::int[], $8::timestamptz[])
+                                     $7::int[], $8::timestamptz[], $9::bool[])
                 on conflict (delivery_id, attempt) do nothing
             )
             -- The bodies, while the delivery's bucket keeps its attempt logs (retention
@@ -115,6 +118,7 @@ async def deliveries_finished(conn: asyncpg.Connection, events: list[Event]) -> 
             [x.get("error") for x in d],
             [x.get("duration_ms") or 0 for x in d],
             [_ts(x.get("started_at")) or e.occurred_at for x, e in zip(d, logged, strict=True)],
+            [bool(x.get("request_body_truncated")) for x in d],
         )
     final = [e.type != EventType.DELIVERY_ATTEMPT_FAILED for e in events]
     d = [e.data for e in events]
@@ -122,12 +126,13 @@ async def deliveries_finished(conn: asyncpg.Connection, events: list[Event]) -> 
         """
         insert into admin.deliveries
             (id, cron_webhook_id, status, trigger, scheduled_for, attempt, response_status,
-             duration_ms, error, created_at, completed_at)
+             duration_ms, error, created_at, completed_at, next_attempt_at)
         select * from unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
                              $5::timestamptz[], $6::int[], $7::int[], $8::int[], $9::text[],
-                             $10::timestamptz[], $11::timestamptz[])
+                             $10::timestamptz[], $11::timestamptz[], $12::timestamptz[])
         on conflict (id) do update set
             status = excluded.status, attempt = excluded.attempt,
+            next_attempt_at = excluded.next_attempt_at,
             trigger = case when excluded.attempt = 1
                            then excluded.trigger else admin.deliveries.trigger end,
             response_status = excluded.response_status, duration_ms = excluded.duration_ms,
@@ -146,6 +151,8 @@ async def deliveries_finished(conn: asyncpg.Connection, events: list[Event]) -> 
         [x.get("error") for x in d],
         [e.occurred_at for e in events],
         [e.occurred_at if f else None for e, f in zip(events, final, strict=True)],
+        # a retry to come (delivery.attempt_failed): when
+        [None if f else _ts(x.get("retry_at")) for x, f in zip(d, final, strict=True)],
     )
     await last_deliveries(conn, [e for e, f in zip(events, final, strict=True) if f])
 

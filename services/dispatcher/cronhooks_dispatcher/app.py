@@ -13,6 +13,8 @@ and resolves their alerts (alerts.py), which alert_sink.py POSTs to the operator
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import aiohttp
 
 from cronhooks_common import work
@@ -141,6 +143,17 @@ class DispatcherService:
             if event is not None:
                 await dispatcher.handle(event, found)
 
+        async def end_by_fault(event_id: UUID, stream: str, error: Exception) -> bool:
+            # A poison event (CONTRACT §15): what it started ends instead of waiting
+            # behind a dead letter — the delivery fails, the fire ends failed.
+            found = await lookups.load((event_id, stream))
+            event = found.stored
+            if event is None:
+                return False  # not in the store: nothing started, dead-letter the message
+            if event.type == EventType.TRIGGER_REQUESTED:
+                return await fires.end_by_fault(event, found, error)
+            return await dispatcher.end_by_fault(event, found, error)
+
         self._consumer = Consumer(
             name="dispatcher",
             amqp=rt.amqp,
@@ -149,6 +162,7 @@ class DispatcherService:
             routing_keys=ROUTING_KEYS,
             free=handle,
             notice=handle_notice,
+            on_poison=end_by_fault,
             prefetch=concurrency,
             workers=concurrency,
             queue_type=rt.settings.queue_type,

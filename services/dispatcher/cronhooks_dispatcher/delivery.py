@@ -14,6 +14,12 @@ What an attempt leads to (all on the delivery's own stream):
   turns it into a durable retry timer); without → `delivery.failed`.
 Finished deliveries feed the webhook's health (health.py): 410 Gone or too many
 consecutive failures disable it.
+
+Nothing an agent sends can leave a delivery pending (CONTRACT §15): judging the answer
+never raises (outcome.py, retry.py), and a record the database refuses is replaced by a
+failed attempt saying `internal error: …`. An event that fails however often it is
+handled (a bug of ours) is ended by `end_by_fault`, which the consumer calls before it
+would dead-letter the message; the scheduler's watchdog is the last resort.
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from cronhooks_common import logs
 from cronhooks_common.clock import Clock, iso
+from cronhooks_common.consumer import TRANSIENT, claim_event
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.events import CRON, Event, EventType, NewEvent, storable
+from cronhooks_common.events import CRON, Causation, Event, EventType, NewEvent, storable
+from cronhooks_common.faults import ABANDONED, internal_error
 from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.tokens import ApiTokens
 from cronhooks_dispatcher import context_notes, health, lanes, payload, sender
@@ -67,10 +75,11 @@ class Attempt:
 
     request: dict[str, Any]  # the delivery.requested data
     started_at: datetime
-    request_body: str  # as sent, api_token redacted
+    request_body: str  # as sent, api_token redacted, cut at 64 KiB
     response_status: int | None
     response_body: str | None
     duration_ms: int
+    request_body_truncated: bool = False
 
     @property
     def delivery_id(self) -> int:
@@ -109,7 +118,7 @@ class Dispatcher:
         if event.type == EventType.DELIVERY_REQUESTED:
             await self._deliver(event, found)
         elif event.type in (EventType.NOTES_IMPORTED, EventType.NOTES_REJECTED):
-            if event.data.get("attempt") is not None:  # not a token push
+            if event.data.get("attempt") is not None and not found.handled:  # not a token push
                 await self._import_finished(event)
         elif event.type in (EventType.WEBHOOK_UPDATED, EventType.WEBHOOK_DELETED):
             on_change = (
@@ -124,18 +133,66 @@ class Dispatcher:
         elif event.type == EventType.DELIVERY_RELEASED:
             await self._deliver_released(event, found)
         elif event.type == EventType.DELIVERY_FAILED and event.actor != "dispatcher":
-            # The scheduler cancelled a retry: that delivery has ended without us. (Our own
-            # final failures released their lanes in the transaction that recorded them.)
-            await self._release(event.data)
+            # The scheduler cancelled a retry, or its watchdog abandoned the delivery: it
+            # has ended without us. (Our own final failures released their lanes in the
+            # transaction that recorded them.)
+            await self._ended_elsewhere(event)
 
-    async def _release(self, request: dict[str, Any]) -> None:
-        """A finished delivery no longer blocks its webhook (FORBID, DELAY) or its
-        execution group; whoever waits for them goes next (lanes.py)."""
-        delivery_id = int(request["delivery_id"])
+    async def _ended_elsewhere(self, event: Event) -> None:
+        """A delivery another service ended no longer blocks its webhook (FORBID, DELAY) or
+        its execution group; whoever waits for them goes next (lanes.py). An abandoned
+        delivery counts as a failure for the webhook's health, once (inbox)."""
+        d = event.data
+        delivery_id, webhook_id = int(d["delivery_id"]), int(d["webhook_id"])
+        raised: Event | None = None
         async with self.pool.acquire() as conn, conn.transaction():
-            await lanes.release(
-                conn, [(int(request["webhook_id"]), delivery_id)], [delivery_id], self.clock.now()
+            if not await claim_event(conn, INBOX, event):
+                return
+            await lanes.release(conn, [(webhook_id, delivery_id)], [delivery_id], self.clock.now())
+            # An attempt that waited for the importer's verdict waits no more.
+            await conn.execute(
+                "delete from dispatcher.attempts where delivery_id = $1", delivery_id
             )
+            if d.get("error") == ABANDONED:
+                raised = await health.record_failure(
+                    conn,
+                    webhook_id=webhook_id,
+                    gone=False,
+                    error=ABANDONED,
+                    kind=d.get("kind", CRON),
+                    disable_after=self.writer.auto_disable_after,
+                    alerts=self.writer.alerts,
+                    causation=Causation.following(event, actor="dispatcher"),
+                    now=self.clock.now(),
+                )
+        self.writer.alerts.committed([raised] if raised else [])
+
+    async def end_by_fault(self, event: Event, found: Lookup, error: Exception) -> bool:
+        """End the delivery a poison event belongs to (the consumer's `on_poison`): it
+        fails for good with `internal error: …` — not retried, as the same event would
+        fail the same way — and releases its lanes. False for events that start nothing."""
+        if found.handled:
+            return True
+        if event.type == EventType.DELIVERY_REQUESTED:
+            request = event.data
+        elif event.type == EventType.DELIVERY_RELEASED:
+            request = lanes.released_request(event)
+        elif event.type in (EventType.NOTES_IMPORTED, EventType.NOTES_REJECTED):
+            row = await self.pool.fetchrow(
+                "select request from dispatcher.attempts where delivery_id = $1 and attempt = $2",
+                event.data["delivery_id"],
+                event.data["attempt"],
+            )
+            if row is None:
+                return True  # no attempt waits for this verdict
+            request = row["request"]
+        else:
+            return False
+        now = self.clock.now()
+        attempt = Attempt(request, now, "", None, None, 0)
+        outcome = Outcome(False, internal_error(error))
+        await self.writer.write(self._finish(event, attempt, outcome, now, final=True))
+        return True
 
     async def _forbidden(self, event: Event) -> bool:
         """FORBID: may this delivery start, or is an earlier one of its webhook pending?
@@ -218,10 +275,12 @@ class Dispatcher:
                 recorded, result = await self._send(request, self.keys.of(sealed), started_at)
             finally:
                 IN_FLIGHT.dec()
+        request_body, truncated = payload.cut(recorded)
         attempt = Attempt(
             request=request,
             started_at=started_at,
-            request_body=recorded,
+            request_body=request_body,
+            request_body_truncated=truncated,
             response_status=result.status,
             response_body=(
                 storable(result.body[:MAX_LOGGED_RESPONSE].decode("utf-8", "replace"))
@@ -230,14 +289,44 @@ class Dispatcher:
             ),
             duration_ms=result.duration_ms,
         )
+        DURATION.observe(result.duration_ms / 1000)
+        try:
+            record = self._judged(event, attempt, result)
+        except Exception as exc:  # whatever the agent sent, the attempt ends
+            log.error("attempt_judging_failed", error=repr(exc))
+            record = self._failed_by_fault(event, attempt, exc)
+        try:
+            await self.writer.write(record)
+        except TRANSIENT:
+            raise
+        except Exception as exc:
+            # The database refused the record: something in what the agent sent (or a bug
+            # of ours). The attempt still ends, failed, without the bodies it came with.
+            log.error("attempt_record_refused", error=repr(exc))
+            await self.writer.write(self._failed_by_fault(event, attempt, exc))
+
+    def _judged(self, event: Event, attempt: Attempt, result: sender.HttpResult) -> Record:
         outcome = classify(result)
         ATTEMPTS.labels("success" if outcome.succeeded else "failed").inc()
-        DURATION.observe(result.duration_ms / 1000)
         if outcome.succeeded and outcome.changes is not None:
-            await self.writer.write(self._changes(event, attempt, outcome.changes))
-        else:
-            retry_at = next_attempt_at(attempt.number, result.retry_after, self.clock.now())
-            await self.writer.write(self._finish(event, attempt, outcome, retry_at))
+            return self._changes(event, attempt, outcome.changes)
+        retry_at = next_attempt_at(attempt.number, result.retry_after, self.clock.now())
+        return self._finish(event, attempt, outcome, retry_at)
+
+    def _failed_by_fault(self, event: Event, attempt: Attempt, error: Exception) -> Record:
+        """A failed attempt saying `internal error: …`, retried as usual; of what came
+        back only the status is kept."""
+        bare = Attempt(
+            attempt.request,
+            attempt.started_at,
+            storable(attempt.request_body),
+            attempt.response_status,
+            None,
+            attempt.duration_ms,
+            attempt.request_body_truncated,
+        )
+        retry_at = next_attempt_at(attempt.number, None, self.clock.now())
+        return self._finish(event, bare, Outcome(False, internal_error(error)), retry_at)
 
     async def _send(
         self, request: dict[str, Any], keys: SecretKeys, now: datetime
@@ -292,6 +381,7 @@ class Dispatcher:
             started_at=attempt.started_at,
             duration_ms=attempt.duration_ms,
             request_body=attempt.request_body,
+            request_body_truncated=attempt.request_body_truncated,
             response_status=attempt.response_status,
             response_body=attempt.response_body,
             error=error,
@@ -329,6 +419,7 @@ class Dispatcher:
             request=row["request"],
             started_at=row["started_at"],
             request_body=row["request_body"],
+            request_body_truncated=row["request_body_truncated"],
             response_status=row["response_status"],
             response_body=row["response_body"],
             duration_ms=row["duration_ms"],
@@ -338,13 +429,20 @@ class Dispatcher:
         await self.writer.write(self._finish(event, attempt, outcome, retry_at))
 
     def _finish(
-        self, cause: Event, attempt: Attempt, outcome: Outcome, retry_at: datetime
+        self,
+        cause: Event,
+        attempt: Attempt,
+        outcome: Outcome,
+        retry_at: datetime,
+        *,
+        final: bool = False,
     ) -> Record:
         """The record of a finished attempt and the event it leads to, after `cause` (the
-        request, or the importer's verdict) on the same stream."""
+        request, or the importer's verdict) on the same stream. `final`: no retry, whatever
+        attempts are left."""
         request = attempt.request
         max_retries = int(request["target"].get("max_retries", 0))
-        final = outcome.succeeded or outcome.gone or attempt.number > max_retries
+        final = final or outcome.succeeded or outcome.gone or attempt.number > max_retries
         status = "success" if outcome.succeeded else "failed"
         data: dict[str, Any] = {
             **_delivery_fields(request),
@@ -356,6 +454,8 @@ class Dispatcher:
             "request_body": attempt.request_body,
             "response_body": attempt.response_body,
         }
+        if attempt.request_body_truncated:  # only when cut, like context_truncated
+            data["request_body_truncated"] = True
         if outcome.succeeded:
             kind = EventType.DELIVERY_SUCCEEDED
         elif final:

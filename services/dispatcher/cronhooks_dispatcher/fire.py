@@ -7,9 +7,11 @@ CRONHOOKS_PUBLIC_URL, `aud` agent:{instanceId}, `purpose` cron_fire, `job_id`, `
 `{"job_id", "fire_at"}`. Both `fire_at`s are the string exactly as the agent provisioned
 it (`fire_at_text` of the event), so the agent can match the fire to what it armed.
 A 2xx ends the trigger (`trigger.fired`, outcome delivered). Anything else is tried again
-with backoff (2 s, 4 s, … capped at 60 s; the agent's `Retry-After` wins) until 15
-minutes after the first attempt, then `trigger.fired` with outcome failed. Retries are
-scheduler timers, like delivery retries.
+with backoff (2 s, 4 s, … capped at 60 s; the agent's `Retry-After` wins, read as for
+deliveries: at most an hour, unreadable → the backoff) while the next attempt would start
+within 15 minutes of `fire_at` (CONTRACT §15); else at once `trigger.fired` with outcome
+failed, its error saying why. Retries are scheduler timers, like delivery retries. A fire
+that cannot be handled at all (a bug of ours) ends `failed` too (`end_by_fault`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from cronhooks_common import logs
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import Event, EventType, NewEvent
+from cronhooks_common.faults import internal_error
 from cronhooks_common.keys import SigningKey, active_key
 from cronhooks_common.signing import USER_AGENT
 from cronhooks_dispatcher import sender
@@ -41,6 +44,7 @@ log = structlog.get_logger(__name__)
 
 TOKEN_LIFETIME = timedelta(seconds=60)
 FIRE_WINDOW = timedelta(minutes=15)
+TOO_LATE = "not retried: the next attempt would start more than 15 minutes after fire_at"
 ATTEMPT_TIMEOUT = 30.0
 KEY_REFRESH = timedelta(seconds=30)
 
@@ -137,14 +141,15 @@ class FireCaller:
         if delivered:
             kind, data = EventType.TRIGGER_FIRED, {**base, "outcome": "delivered"}
         else:
-            wait = retry_after(result.retry_after, now) or fire_backoff(d["attempt"])
-            retry_at = now + wait
-            deadline = datetime.fromisoformat(d["first_attempt_at"]) + FIRE_WINDOW
-            if retry_at <= deadline:
+            wait = retry_after(result.retry_after, now)
+            retry_at = now + (fire_backoff(d["attempt"]) if wait is None else wait)
+            if retry_at <= datetime.fromisoformat(d["fire_at"]) + FIRE_WINDOW:
                 kind = EventType.TRIGGER_ATTEMPT_FAILED
                 data = {**base, "retry_at": iso(retry_at), "next_attempt": d["attempt"] + 1}
             else:
-                kind, data = EventType.TRIGGER_FIRED, {**base, "outcome": "failed"}
+                late = f"{error}; {TOO_LATE}"
+                kind = EventType.TRIGGER_FIRED
+                data = {**base, "error": late, "outcome": "failed"}
         FIRES.labels("delivered" if delivered else "failed").inc()
         log.info(
             "trigger_attempted",
@@ -157,3 +162,18 @@ class FireCaller:
             cause=event,
             event=NewEvent(kind, data),
         )
+
+    async def end_by_fault(self, event: Event, found: Lookup, error: Exception) -> bool:
+        """End a fire that could not be handled (the consumer's `on_poison`): its trigger
+        leaves `armed`, failed, saying `internal error: …`."""
+        if found.handled:
+            return True
+        data = {
+            **event.data,
+            "status": None,
+            "error": internal_error(error),
+            "duration_ms": 0,
+            "outcome": "failed",
+        }
+        await self.writer.write(Record(cause=event, event=NewEvent(EventType.TRIGGER_FIRED, data)))
+        return True

@@ -26,7 +26,9 @@ from cronhooks_common.eventstore import event_from_row
 
 class Lookup(NamedTuple):
     stored: Event | None  # the event as the store holds it; None: not there (forged)
-    handled: bool  # the inbox holds the event id: its outcome is recorded
+    # Its outcome is recorded: the inbox holds the event id, or its stream has moved past
+    # it (another service ended the delivery meanwhile: the scheduler's watchdog).
+    handled: bool
     sealed_secret: bytes | None  # of the stored event's webhook; None: none (or deleted)
 
 
@@ -40,11 +42,11 @@ class Lookup(NamedTuple):
 # delivery id): probed by event id alone under `limit 1`, its narrow rows made a scan look
 # cheaper than the index, and the plan kept scanning the growing inbox once per key (14 ms
 # a call, 2.8 s of Postgres CPU in a 10,000 herd). An equality on a unique key is an
-# index probe in any plan.
+# index probe in any plan: so is the look for the stream's next version (its key).
 _SQL = """
 select k.i, e.event_id, e.type, e.stream, e.version, e.occurred_at, e.data, e.correlation_id,
        e.causation_id, e.actor, e.schema_version,
-       h.handled is not null as handled,
+       h.handled is not null or m.moved is not null as handled,
        (select s.ciphertext from shared.webhook_secrets s
         where s.webhook_id = (e.data->>'webhook_id')::bigint) as sealed_secret
 from unnest($1::uuid[]) with ordinality as k(event_id, i)
@@ -55,6 +57,10 @@ left join lateral (
     select true as handled from {inbox} x
     where x.event_id = e.event_id and x.delivery_id = e.delivery_id
 ) h on true
+left join lateral (
+    select true as moved from {events} x
+    where x.stream = e.stream and x.version = e.version + 1 and x.delivery_id = e.delivery_id
+) m on true
 """
 
 

@@ -32,6 +32,7 @@ RESPONSE_SCHEMA: dict[str, Any] = {
 }
 
 REDACTED = "[redacted]"
+RECORDED_BYTES = 64 << 10  # of a request body kept in the attempt log (CONTRACT §15)
 
 
 def build_body(
@@ -107,3 +108,17 @@ def redacted(body: dict[str, Any]) -> str:
             ],
         }
     return jsonfast.dumps(body)
+
+
+def cut(recorded: str, limit: int = RECORDED_BYTES) -> tuple[str, bool]:
+    """The first `limit` bytes of a recorded body, cut at a UTF-8 boundary (no marker), and
+    whether anything was cut. A 40 MiB POST is sent whole; its log keeps 64 KiB."""
+    if len(recorded) <= limit // 4:  # no character is more than 4 bytes: fits as it is
+        return recorded, False
+    raw = recorded.encode("utf-8", "surrogatepass")
+    if len(raw) <= limit:
+        return recorded, False
+    end = limit
+    while end > 0 and raw[end] & 0xC0 == 0x80:  # a continuation byte: that character goes
+        end -= 1
+    return raw[:end].decode("utf-8", "surrogatepass"), True

@@ -24,6 +24,7 @@ import structlog
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import claim_events
+from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import CRON, Causation, Event, EventType, NewEvent
 from cronhooks_dispatcher import alerts as alert_rules
 from cronhooks_dispatcher import health, lanes
@@ -50,6 +51,7 @@ class Attempt:
     error: str | None
     outcome: str  # success | failed | importing
     request: dict[str, Any]
+    request_body_truncated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +91,7 @@ class RecordWriter:
     ) -> None:
         self._pool = pool
         self._clock = clock
-        self._auto_disable_after = auto_disable_after
+        self.auto_disable_after = auto_disable_after
         self.alerts = alerts or AlertPolicy()
         self._queue: asyncio.Queue[tuple[Record, asyncio.Future[bool]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -116,10 +118,21 @@ class RecordWriter:
                 batch.append(self._queue.get_nowait())
             try:
                 results = await self._write(batch)
+            except TRANSIENT_DB_ERRORS as exc:  # every record is retried by its caller
+                _settle(batch, exc)
+                continue
             except Exception as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
+                if len(batch) == 1:
+                    _settle(batch, exc)
+                    continue
+                # One record the database refuses must not fail the others with it:
+                # each alone, so only its own caller hears of it.
+                log.warning("record_batch_refused", size=len(batch), error=repr(exc))
+                for item in batch:
+                    try:
+                        _settle([item], (await self._write([item]))[0])
+                    except Exception as one:
+                        _settle([item], one)
                 continue
             for (_, future), written in zip(batch, results, strict=True):
                 if not future.done():
@@ -135,9 +148,13 @@ class RecordWriter:
                 if record.cause.event_id in claimed:
                     claimed.discard(record.cause.event_id)
                     fresh.append(record)
-            written = {id(r) for r in fresh}
+            moved = await self._append(conn, fresh)
+            # A cause someone else already followed on its stream (the watchdog abandoned
+            # the delivery meanwhile): its outcome was not recorded, so it keeps, releases
+            # and counts nothing.
+            fresh = [r for r in fresh if r.cause.stream not in moved]
             await self._attempts(conn, fresh)
-            await self._append(conn, fresh)
+            written = {id(r) for r in fresh}
             releases = [r.release for r in fresh if r.release is not None]
             # FORBID/DELAY rows and group lanes go, and go on to the next waiter (lanes.py).
             await lanes.release(
@@ -150,18 +167,22 @@ class RecordWriter:
         self.alerts.committed(alerts)
         return [id(r) in written for r in records]
 
-    async def _append(self, conn: asyncpg.Connection, records: list[Record]) -> None:
+    async def _append(self, conn: asyncpg.Connection, records: list[Record]) -> set[str]:
+        """Append each record's event after its cause; the streams that had moved on."""
         appends = [(r.cause.stream, r.cause.version, r.event, r.causation) for r in records]
         now = self._clock.now()
+        moved: set[str] = set()
         while appends:
             try:
                 async with conn.transaction():  # savepoint: a conflict leaves nothing behind
                     await eventstore.append_many(conn, appends, occurred_at=now)
-                return
+                return moved
             except eventstore.ConcurrencyError as exc:
                 # Someone else already followed that cause on its stream: theirs stands.
                 log.warning("outcome_stream_moved", stream=exc.stream)
+                moved.add(exc.stream)
                 appends = [a for a in appends if a[0] != exc.stream]
+        return moved
 
     @staticmethod
     async def _attempts(conn: asyncpg.Connection, records: list[Record]) -> None:
@@ -174,10 +195,11 @@ class RecordWriter:
                 """
                 insert into dispatcher.attempts
                     (delivery_id, attempt, webhook_id, started_at, duration_ms, request_body,
-                     response_status, response_body, error, outcome, request)
+                     response_status, response_body, error, outcome, request,
+                     request_body_truncated)
                 select * from unnest($1::bigint[], $2::int[], $3::bigint[], $4::timestamptz[],
                                      $5::int[], $6::text[], $7::int[], $8::text[], $9::text[],
-                                     $10::text[], $11::jsonb[])
+                                     $10::text[], $11::jsonb[], $12::bool[])
                 on conflict (delivery_id, attempt) do nothing
                 """,
                 [a.delivery_id for a in waiting],
@@ -191,6 +213,7 @@ class RecordWriter:
                 [a.error for a in waiting],
                 [a.outcome for a in waiting],
                 [a.request for a in waiting],
+                [a.request_body_truncated for a in waiting],
             )
         verdicts = [
             r.attempt
@@ -258,10 +281,20 @@ class RecordWriter:
                     gone=h.gone,
                     error=h.error,
                     kind=h.kind,
-                    disable_after=self._auto_disable_after,
+                    disable_after=self.auto_disable_after,
                     alerts=self.alerts,
                     causation=record.causation,
                     now=self._clock.now(),
                 )
                 alerts += [raised] if raised else []
         return alerts
+
+
+def _settle(batch: list[tuple[Record, asyncio.Future[bool]]], result: bool | BaseException) -> None:
+    for _, future in batch:
+        if future.done():
+            continue
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)

@@ -17,7 +17,7 @@ from cronhooks_importer.agent_notes import AgentNotes
 from cronhooks_importer.api import add_token_api
 from cronhooks_importer.callers import Callers
 from cronhooks_importer.change_matcher import ChangeMatcher
-from cronhooks_importer.imports import make_handler
+from cronhooks_importer.imports import make_fault_ender, make_handler
 from cronhooks_importer.scopes import WebhookScopes
 
 
@@ -49,6 +49,7 @@ class Importer:
             inbox="importer.inbox",
             routing_keys=[EventType.DELIVERY_CHANGES_RECEIVED],
             transactional=make_handler(runtime.clock),
+            on_poison=make_fault_ender(runtime.pool, "importer.inbox", runtime.clock),
             queue_type=runtime.settings.queue_type,
         )
         # Change webhooks: committed note batches → delivery.requested (change_matcher.py).

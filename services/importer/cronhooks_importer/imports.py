@@ -5,20 +5,29 @@ dispatcher states (1 for synchronous answers) under the webhook's write patterns
 verdict goes on the delivery's stream: `notes.imported` with what was applied, or
 `notes.rejected` with one error per offending change; the dispatcher then finishes the
 attempt (and retries it with the importer's reasons as `previous_error`).
+
+The notes and the verdict commit together or not at all: a delivery that ended meanwhile
+(the scheduler's watchdog abandoned it, its stream moved on) gets no late writes. An
+import that fails however often it is tried (a bug of ours) is rejected with `internal
+error: …` by `end_by_fault`, so its attempt ends instead of waiting behind a dead letter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from uuid import UUID
 
 import asyncpg
 import structlog
 from prometheus_client import Counter
 
 from cronhooks_common import eventstore
+from cronhooks_common.buckets import Router
 from cronhooks_common.clock import Clock
+from cronhooks_common.consumer import claim_event
 from cronhooks_common.events import Causation, Event, EventType, NewEvent
+from cronhooks_common.faults import internal_error
 from cronhooks_importer.rules import FORBIDDEN, Change, ChangeError, allowed_by, parse_changes
 from cronhooks_importer.store import Applied, Rejected, apply_changes
 
@@ -113,32 +122,29 @@ def make_handler(clock: Clock):  # type: ignore[no-untyped-def]
         d = event.data
         causation = Causation.following(event, actor="importer")
         now = clock.now()
-        applied, errors = await import_changes(
-            conn,
-            d.get("changes"),
-            write_patterns=d.get("write_patterns", []),
-            depth=int(d.get("depth", 1)),
-            max_depth=int(d.get("max_depth", 1)),
-            writer=f"delivery:{d['delivery_id']}",
-            causation=causation,
-            now=now,
-        )
-        common = {
-            "delivery_id": d["delivery_id"],
-            "webhook_id": d["webhook_id"],
-            "attempt": d["attempt"],
-            "scheduled_for": d.get("scheduled_for"),
-            "trigger": d.get("trigger"),
-            "depth": int(d.get("depth", 1)),
-        }
-        await eventstore.append(
-            conn,
-            event.stream,
-            [verdict(common, applied, errors)],
-            expected_version=event.version,
-            causation=causation,
-            occurred_at=now,
-        )
+        try:
+            async with conn.transaction():  # savepoint: the notes go only with the verdict
+                applied, errors = await import_changes(
+                    conn,
+                    d.get("changes"),
+                    write_patterns=d.get("write_patterns", []),
+                    depth=int(d.get("depth", 1)),
+                    max_depth=int(d.get("max_depth", 1)),
+                    writer=f"delivery:{d['delivery_id']}",
+                    causation=causation,
+                    now=now,
+                )
+                await eventstore.append(
+                    conn,
+                    event.stream,
+                    [verdict(_common(d), applied, errors)],
+                    expected_version=event.version,
+                    causation=causation,
+                    occurred_at=now,
+                )
+        except eventstore.ConcurrencyError:
+            log.warning("changes_after_delivery_ended", delivery_id=d["delivery_id"])
+            return
         BATCHES.labels("delivery", "rejected" if errors else "imported").inc()
         log.info(
             "changes_imported" if not errors else "changes_rejected",
@@ -148,3 +154,46 @@ def make_handler(clock: Clock):  # type: ignore[no-untyped-def]
         )
 
     return on_changes_received
+
+
+def _common(d: Mapping[str, object]) -> dict[str, object]:
+    """The fields of a verdict that say which attempt it answers."""
+    return {
+        "delivery_id": d["delivery_id"],
+        "webhook_id": d["webhook_id"],
+        "attempt": d["attempt"],
+        "scheduled_for": d.get("scheduled_for"),
+        "trigger": d.get("trigger"),
+        "depth": int(str(d.get("depth", 1))),
+    }
+
+
+def make_fault_ender(pool: asyncpg.Pool, inbox: str, clock: Clock):  # type: ignore[no-untyped-def]
+    """The consumer's `on_poison`: an import that keeps failing is rejected with
+    `internal error: …`, once (inbox), so the dispatcher ends its attempt."""
+    router = Router()
+
+    async def end_by_fault(event_id: UUID, stream: str, error: Exception) -> bool:
+        async with pool.acquire() as conn, conn.transaction():
+            event = (await eventstore.read_events(conn, [(event_id, stream)], router)).get(event_id)
+            if event is None or event.type != EventType.DELIVERY_CHANGES_RECEIVED:
+                return False
+            if not await claim_event(conn, inbox, event):
+                return True
+            rejected = verdict(_common(event.data), [], [ChangeError("", internal_error(error))])
+            try:
+                async with conn.transaction():
+                    await eventstore.append(
+                        conn,
+                        event.stream,
+                        [rejected],
+                        expected_version=event.version,
+                        causation=Causation.following(event, actor="importer"),
+                        occurred_at=clock.now(),
+                    )
+            except eventstore.ConcurrencyError:
+                pass  # the delivery ended meanwhile: nothing waits for this verdict
+        BATCHES.labels("delivery", "rejected").inc()
+        return True
+
+    return end_by_fault

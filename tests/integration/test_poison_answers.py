@@ -1,0 +1,188 @@
+"""Finding 1 of the 2026-12-06 review (CONTRACT §15, "nothing an agent answers can wedge
+anything"): answers that used to raise in the dispatcher — JSON nested 500 levels deep, a
+`Retry-After` of 15 digits, `²` or 5,000 digits — left the delivery pending with no
+attempt, its execution group and its FORBID webhook blocked for good, and a fire armed
+for ever. Each now ends as a failed attempt with a reason, retried and counted as usual.
+Real services in-process, a real agent on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.settings import Settings
+from tests.support.agent import Agent, Received
+from tests.support.flows import create_webhook, finished, retry_due, trigger
+from tests.support.inprocess import Running, admin_token, eventually, running
+
+NESTED_500 = b'{"status":"ok","changes":' + b"[" * 499 + b"]" * 499 + b"}"  # ~1 KB
+HOUR = timedelta(hours=1)
+
+
+@pytest.fixture
+async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    agent = await Agent().start()
+    async with running(settings, clock) as r:
+        yield r, await admin_token(settings.database_url), clock, agent
+    await agent.stop()
+
+
+def answer(status: int, body: bytes = b"", headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    async def respond(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=status, body=body, headers=headers)
+
+    return respond
+
+
+DELIVERY = """query($id: Int!) { cronWebhookDelivery(id: $id) {
+  status attempt error nextAttemptAt attempts { attempt errorMessage responseStatus } } }"""
+
+
+async def delivery(r: Running, token: str, delivery_id: int) -> dict[str, Any]:
+    _, body = await r.graphql(token, DELIVERY, {"id": delivery_id})
+    assert "errors" not in body, body
+    return body["data"]["cronWebhookDelivery"]  # type: ignore[no-any-return]
+
+
+async def test_an_answer_nested_500_levels_fails_its_attempt_and_frees_its_group(system) -> None:  # type: ignore[no-untyped-def]
+    r, token, _, agent = system
+    poison, _ = await create_webhook(
+        r, token, agent.url_for("deep", answer(200, NESTED_500)), executionGroup="g"
+    )
+    after, _ = await create_webhook(
+        r, token, agent.url_for("fine", answer(200, b'{"status":"ok"}')), executionGroup="g"
+    )
+    first = await trigger(r, token, poison)
+    second = await trigger(r, token, after)  # joins the group behind the first
+    failed = await finished(r, token, first)
+    assert failed["status"] == "failed"
+    assert failed["error"] == "answer nested deeper than 64 levels"
+    assert [a["errorMessage"] for a in failed["attempts"]] == [
+        "answer nested deeper than 64 levels"
+    ]
+    assert (await finished(r, token, second))["status"] == "success"
+    assert len(agent.at("fine")) == 1
+
+
+async def test_a_poison_answer_does_not_make_forbid_skip_later_slots(system) -> None:  # type: ignore[no-untyped-def]
+    r, token, clock, agent = system
+    hook, _ = await create_webhook(
+        r,
+        token,
+        agent.url_for("deep", answer(200, NESTED_500)),
+        cronSchedule="* * * * *",
+        concurrencyPolicy="FORBID",
+    )
+    manual = await trigger(r, token, hook)  # holds FORBID's pending row while it runs
+    assert (await finished(r, token, manual))["status"] == "failed"
+    clock.set(clock.now().replace(second=0) + timedelta(minutes=1, seconds=1))
+    await agent.wait_for(2, name="deep")  # the slot went out: not skipped as still pending
+
+    async def slot_outcome() -> str | None:
+        _, body = await r.graphql(
+            token,
+            "query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id) { trigger status error } }",
+            {"id": hook},
+        )
+        slots = [d for d in body["data"]["cronWebhookDeliveries"] if d["trigger"] == "SCHEDULE"]
+        return slots[0]["error"] if slots and slots[0]["status"] != "pending" else None
+
+    assert await eventually(slot_outcome) == "answer nested deeper than 64 levels"
+
+
+@pytest.mark.parametrize(
+    ("header", "wait"),
+    [
+        ("999999999999999", HOUR),  # overflowed timedelta
+        ("9" * 5000, HOUR),  # beyond int()'s digit limit
+        ("²", timedelta(seconds=10)),  # passed isdigit(), failed int(): the usual backoff
+        ("-30", timedelta(seconds=10)),
+        ("7200", HOUR),  # within the old day-long cap: now an hour at most
+        ("120", timedelta(seconds=120)),
+    ],
+)
+async def test_any_retry_after_schedules_a_retry_within_the_hour(
+    system, settings: Settings, header: str, wait: timedelta
+) -> None:  # type: ignore[no-untyped-def]
+    r, token, clock, agent = system
+    url = agent.url_for("busy", answer(503, b"busy", {"Retry-After": header}))
+    hook, _ = await create_webhook(r, token, url, maxRetries=1)
+    delivery_id = await trigger(r, token, hook)
+
+    async def waiting() -> dict[str, Any] | None:
+        d = await delivery(r, token, delivery_id)
+        return d if d["nextAttemptAt"] else None
+
+    d = await eventually(waiting)
+    assert d["status"] == "pending"
+    assert [(a["responseStatus"], a["errorMessage"]) for a in d["attempts"]] == [
+        (503, "HTTP 503: busy")
+    ]
+    due = datetime.fromisoformat(d["nextAttemptAt"])
+    assert due == clock.now() + wait
+    assert await retry_due(settings.database_url, delivery_id) == due
+    # The retry happens when it is due; then nothing is scheduled any more.
+    clock.set(due)
+    await agent.wait_for(2, name="busy")
+    await finished(r, token, delivery_id)
+    done = await delivery(r, token, delivery_id)
+    assert (done["status"], done["attempt"], done["nextAttemptAt"]) == ("failed", 2, None)
+
+
+AGENT_TRIGGERS = """query($id: Int!) { agentTriggers(agentId: $id) {
+  jobId state lastOutcome lastError } }"""
+CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
+  accessToken agent { id } } }"""
+
+
+@pytest.mark.parametrize(
+    "header", ["999999999999999", "²", "9" * 5000, "Fri, 01 Jan 9999 00:00:00 GMT"]
+)
+async def test_a_fire_answered_with_any_retry_after_is_retried_or_ends_failed(
+    system, header: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A fire's retry that would start more than 15 minutes after fire_at is not made: the
+    trigger leaves `armed` at once, failed, saying why; one within the window is retried."""
+    r, admin, clock, agent = system
+    agent.url_for("cb/api/cron/fire", answer(503, b"", {"Retry-After": header}))
+    _, body = await r.graphql(
+        admin,
+        CREATE_AGENT,
+        {"i": {"instanceId": "inst-poison", "callbackUrl": f"http://127.0.0.1:{agent.port}/cb"}},
+    )
+    created = body["data"]["createAgent"]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{r.urls['admin-api']}/api/agent-cron/provision",
+            json={"job_id": "j", "fire_at": clock.now().isoformat()},
+            headers={"Authorization": f"Bearer {created['accessToken']}"},
+        ) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+    await agent.wait_for(1, name="cb/api/cron/fire")
+
+    async def trigger_state() -> dict[str, Any] | None:
+        _, got = await r.graphql(admin, AGENT_TRIGGERS, {"id": created["agent"]["id"]})
+        [job] = got["data"]["agentTriggers"]
+        return job if job["state"] != "armed" else None
+
+    if header == "²":  # unreadable: the usual backoff (2 s), well inside the window
+        await asyncio.sleep(0.3)
+        assert len(agent.at("cb/api/cron/fire")) == 1
+        clock.advance(timedelta(seconds=2))
+        await agent.wait_for(2, name="cb/api/cron/fire")
+        return
+    job = await eventually(trigger_state)
+    assert job["state"] == "failed" and job["lastOutcome"] == "failed"
+    assert job["lastError"] == (
+        "HTTP 503; not retried: the next attempt would start more than 15 minutes after fire_at"
+    )
