@@ -2,10 +2,12 @@
 (api.py) and the agent GraphQL API (agent_graphql.py).
 
 Reads show only what the caller may read. Writes — push, commit of staged updates, hide —
-go through `apply_batch` (imports.py) at the caller's depth, under its write patterns, all
-or nothing, and close with the verdict event (`notes.imported` / `notes.rejected`) on a
-`push-{uuid}` stream. `pushNotes(skipCommit: true)` stages updates instead, durably
-(importer.staged_changes), owned by the token and expiring with it.
+pass the same batch rules (rules.py: a path once, 1,000 changes, 2 MiB, the caller's write
+patterns as they are when the batch is applied, not when it was staged), go through
+`apply_batch` (imports.py) at the caller's depth, all or nothing, and close with the
+verdict event (`notes.imported` / `notes.rejected`) on a `push-{uuid}` stream.
+`pushNotes(skipCommit: true)` stages updates instead, durably (importer.staged_changes),
+owned by the token and expiring with it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from cronhooks_importer.imports import BATCHES, apply_batch, too_deep, verdict
 from cronhooks_importer.rules import (
     Change,
     ChangeError,
+    batch_limits,
+    check_batch,
     content_hash,
     parse_changes,
     parse_removals,
@@ -124,22 +128,37 @@ class AgentNotes:
         return WriteResult(applied=staged, ids=ids)
 
     async def commit(self, caller: Caller) -> WriteResult:
-        """Apply everything the caller staged as one batch; staged updates stay if rejected."""
+        """Apply everything the caller staged as one batch, under the rules of every batch
+        (CONTRACT §15): the caller's write patterns as they are now, at most 1,000 changes
+        and 2 MiB. Rejected, it writes nothing and the staged updates stay as they are."""
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
             await self._forget_expired(conn, now)
-            rows = await conn.fetch(
-                "select path, content, expected_hash from importer.staged_changes"
-                " where owner = $1 order by path for update",
+            # The bounds first, from the sizes alone: an oversized stage is never loaded.
+            staged = await conn.fetchrow(
+                "select count(*) as changes, coalesce(sum(octet_length(content)), 0) as size"
+                " from importer.staged_changes where owner = $1",
                 caller.stage_owner,
             )
-            if not rows:
+            if staged["changes"] == 0:
                 return WriteResult()
-            changes = [Change(r["path"], r["content"], r["expected_hash"]) for r in rows]
-            result = await self._apply(conn, caller, changes, [], operation="commit")
+            changes: list[Change] = []
+            errors = batch_limits(staged["changes"], staged["size"])
+            if not errors:
+                rows = await conn.fetch(
+                    "select path, content, expected_hash from importer.staged_changes"
+                    " where owner = $1 order by path for update",
+                    caller.stage_owner,
+                )
+                changes = [Change(r["path"], r["content"], r["expected_hash"]) for r in rows]
+                errors = check_batch(changes, may_write=caller.may_write)
+            result = await self._apply(conn, caller, changes, errors, operation="commit")
             if not result.errors:
+                # What was committed, not what was staged since (by the same credential).
                 await conn.execute(
-                    "delete from importer.staged_changes where owner = $1", caller.stage_owner
+                    "delete from importer.staged_changes where owner = $1 and path = any($2)",
+                    caller.stage_owner,
+                    [c.path for c in changes],
                 )
             return result
 

@@ -1,8 +1,13 @@
-"""The rules a batch of note changes must pass (CONTRACT §5). Pure.
+"""The rules a batch of note changes must pass (CONTRACT §5, §15). Pure.
 
 Every change is checked and every violation reported (one error per offending change);
 the caller writes nothing unless the whole batch passes. A batch holds writes (content)
 and removals (`content` None: the note is hidden).
+
+Every way into the store — a push, a staged push, a commit of what was staged, a removal,
+an agent's answer — passes the same batch rules (`Batch`): each path at most once, each
+note at most 1 MiB, the writer's write patterns as they are now, and at most 1,000 changes
+and 2 MiB of content in all (the most one push can carry).
 """
 
 from __future__ import annotations
@@ -24,7 +29,12 @@ __all__ = ["MAX_PATH_BYTES", "path_problem"]
 
 MAX_NOTE_BYTES = 1 << 20  # 1 MiB per note
 MAX_BATCH_CHANGES = 1000
-MAX_BATCH_BYTES = 16 << 20
+# 2 MiB of content: the most a push can carry (its body is at most 2 MiB), and so the
+# most a commit of staged pushes may apply at once.
+MAX_BATCH_BYTES = 2 << 20
+TOO_MANY_CHANGES = f"at most {MAX_BATCH_CHANGES:,} changes in a batch"
+TOO_MANY_BYTES = f"at most {MAX_BATCH_BYTES >> 20} MiB of content in a batch"
+TWICE = "path appears twice in the batch"
 _HEX_HASH = re.compile(r"^[0-9a-f]{64}$")
 _BASE64URL_HASH = re.compile(r"^[A-Za-z0-9_-]{43}=?$")
 
@@ -125,17 +135,75 @@ def allowed_by(patterns: Sequence[str]) -> MayWrite:
     return lambda path: matches_any(path, frozen)
 
 
+def batch_limits(count: int, size: int) -> list[ChangeError]:
+    """The bounds of every batch: `count` changes holding `size` bytes of content."""
+    errors = []
+    if count > MAX_BATCH_CHANGES:
+        errors.append(ChangeError("", f"{TOO_MANY_CHANGES}, not {count:,}", TOO_LARGE))
+    if size > MAX_BATCH_BYTES:
+        errors.append(ChangeError("", f"{TOO_MANY_BYTES}, not {size:,} bytes", TOO_LARGE))
+    return errors
+
+
+class Batch:
+    """The rules over a whole batch, fed one change at a time (in the batch's order):
+    a path at most once (its second and later changes are the ones refused), a note at
+    most 1 MiB, inside the writer's patterns; then `batch_limits` over them all."""
+
+    def __init__(self, may_write: MayWrite) -> None:
+        self._may_write = may_write
+        self._seen: set[str] = set()
+        self._count = 0
+        self._size = 0
+
+    def admit(
+        self, path: str, content: str | None, problem: str | None = None
+    ) -> ChangeError | None:
+        """What is wrong with one more change, if anything: its own `problem` as parsed
+        (path, content, expected_hash) first, then the batch's rules."""
+        twice = path in self._seen
+        self._seen.add(path)
+        self._count += 1
+        if problem is not None:
+            return ChangeError(path, problem)
+        if twice:
+            return ChangeError(path, TWICE)
+        size = len(content.encode()) if content is not None else 0
+        self._size += size
+        if size > MAX_NOTE_BYTES:
+            return ChangeError(path, f"content is larger than {MAX_NOTE_BYTES} bytes", TOO_LARGE)
+        if not self._may_write(path):
+            return ChangeError(path, "path is outside the write patterns", FORBIDDEN)
+        return None
+
+    def close(self, errors: list[ChangeError]) -> list[ChangeError]:
+        """The batch's errors: beyond a bound, the bound alone (the batch is refused whole)."""
+        return batch_limits(self._count, self._size) or errors
+
+
+def check_batch(changes: Sequence[Change], *, may_write: MayWrite) -> list[ChangeError]:
+    """The batch rules over changes already parsed (`commitNotes`: what was staged, checked
+    again as the batch it now is, under the writer's patterns as they are now)."""
+    batch = Batch(may_write)
+    errors = [e for c in changes if (e := batch.admit(c.path, c.content)) is not None]
+    return batch.close(errors)
+
+
+def _too_many(raw: list[Any]) -> list[ChangeError]:
+    # Counted before anything is parsed: a huge batch costs no more than its length.
+    return batch_limits(len(raw), 0)
+
+
 def parse_changes(raw: Any, *, may_write: MayWrite) -> tuple[list[Change], list[ChangeError]]:
     """Validate a batch of writes as received (JSON); return the changes and every error.
     `may_write` says which paths the writer may write (its patterns)."""
     if not isinstance(raw, list):
         return [], [ChangeError("", "changes must be an array")]
-    if len(raw) > MAX_BATCH_CHANGES:
-        return [], [ChangeError("", f"at most {MAX_BATCH_CHANGES} changes per batch", TOO_LARGE)]
+    if too_many := _too_many(raw):
+        return [], too_many
+    batch = Batch(may_write)
     changes: list[Change] = []
     errors: list[ChangeError] = []
-    seen: set[str] = set()
-    total = 0
     for index, item in enumerate(raw):
         if not isinstance(item, dict):
             errors.append(ChangeError(f"#{index}", "a change must be an object"))
@@ -147,27 +215,13 @@ def parse_changes(raw: Any, *, may_write: MayWrite) -> tuple[list[Change], list[
         path = unicodedata.normalize("NFC", path) if _is_utf8(path) else path
         expected, problem = parse_expected(item.get("expected_hash"))
         problem = path_problem(path) or _content_problem(content) or problem
-        if problem is None and path in seen:
-            problem = "path appears twice in the batch"
-        if problem is not None:
-            errors.append(ChangeError(path, problem))
+        error = batch.admit(path, content if problem is None else None, problem)
+        if error is not None:
+            errors.append(error)
             continue
         assert isinstance(content, str)
-        size = len(content.encode())
-        total += size
-        if size > MAX_NOTE_BYTES:
-            errors.append(
-                ChangeError(path, f"content is larger than {MAX_NOTE_BYTES} bytes", TOO_LARGE)
-            )
-            continue
-        if not may_write(path):
-            errors.append(ChangeError(path, "path is outside the write patterns", FORBIDDEN))
-            continue
-        seen.add(path)
         changes.append(Change(path, content, expected))
-    if total > MAX_BATCH_BYTES:
-        errors.append(ChangeError("", f"batch is larger than {MAX_BATCH_BYTES} bytes", TOO_LARGE))
-    return changes, errors
+    return changes, batch.close(errors)
 
 
 def _content_problem(content: Any) -> str | None:
@@ -184,11 +238,11 @@ def parse_removals(raw: Any, *, may_write: MayWrite) -> tuple[list[Change], list
     """Validate removals: a list of {"path", optional "expected_hash"} (hideNotes, DELETE)."""
     if not isinstance(raw, list):
         return [], [ChangeError("", "paths must be an array")]
-    if len(raw) > MAX_BATCH_CHANGES:
-        return [], [ChangeError("", f"at most {MAX_BATCH_CHANGES} paths per batch", TOO_LARGE)]
+    if too_many := _too_many(raw):
+        return [], too_many
+    batch = Batch(may_write)
     changes: list[Change] = []
     errors: list[ChangeError] = []
-    seen: set[str] = set()
     for index, item in enumerate(raw):
         path = item.get("path") if isinstance(item, dict) else None
         if not isinstance(path, str):
@@ -198,15 +252,9 @@ def parse_removals(raw: Any, *, may_write: MayWrite) -> tuple[list[Change], list
         expected, problem = parse_expected(item.get("expected_hash"))
         if problem is None and expected == "":
             problem = "expected_hash must not be empty for a removal (the note must exist)"
-        problem = path_problem(path) or problem
-        if problem is None and path in seen:
-            problem = "path appears twice in the batch"
-        if problem is not None:
-            errors.append(ChangeError(path, problem))
+        error = batch.admit(path, None, path_problem(path) or problem)
+        if error is not None:
+            errors.append(error)
             continue
-        if not may_write(path):
-            errors.append(ChangeError(path, "path is outside the write patterns", FORBIDDEN))
-            continue
-        seen.add(path)
         changes.append(Change(path, None, expected))
-    return changes, errors
+    return changes, batch.close(errors)
