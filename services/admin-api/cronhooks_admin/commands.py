@@ -231,14 +231,15 @@ class Commands:
     ) -> list[int]:
         """A new MANUAL delivery for each failed delivery of the webhook (either kind)
         created in [since, until), oldest first (replay.py); their ids, in that order.
-        All in one transaction, with one statement for the ids and one for the events."""
+        All in one transaction, with one statement for the ids and one for the events;
+        the webhook as it is now decides where and what they send."""
         replay.check_window(since, until)
         async with self.pool.acquire() as conn, conn.transaction():
+            await replay.take_turn(conn, webhook_id)
             state = await self._live_webhook(conn, webhook_id, None)
             failed = await replay.failed_deliveries(conn, webhook_id, since, until)
             if not failed:
                 return []
-            firsts = await replay.first_requests(conn, failed) if state.kind == CHANGE else {}
             ids: list[int] = sorted(
                 r["id"]
                 for r in await conn.fetch(
@@ -247,15 +248,11 @@ class Commands:
                     len(failed),
                 )
             )
+            requests = await replay.replay_requests(conn, state, webhook_id, ids, failed)
             causation = Causation.new(actor=admin.actor)  # one command: one correlation
             appends = [
-                (
-                    delivery_stream(new_id),
-                    0,
-                    replay.replay_request(state, webhook_id, new_id, old, firsts.get(old, {})),
-                    causation,
-                )
-                for new_id, old in zip(ids, failed, strict=True)
+                (delivery_stream(new_id), 0, request, causation)
+                for new_id, request in zip(ids, requests, strict=True)
             ]
             await self._count_manual(conn, state, webhook_id, len(appends))
             recorded = await eventstore.append_many(conn, appends, occurred_at=self.clock.now())
