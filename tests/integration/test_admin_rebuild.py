@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from cronhooks_common.clock import ManualClock
+from cronhooks_common.clock import ManualClock, iso
 from cronhooks_common.settings import Settings
 from tests.support import rabbit
 from tests.support.agent import Agent, Received
@@ -83,6 +83,7 @@ async def test_rebuilt_read_models_equal_the_live_ones(
     system, settings: Settings, vhost: str
 ) -> None:  # type: ignore[no-untyped-def]
     r, token, clock, agent = system
+    since = clock.now()
     answers = iter([500, 200] + [200] * 50)
 
     async def mixed(_: web.Request, __: Received) -> web.StreamResponse:
@@ -144,6 +145,16 @@ async def test_rebuilt_read_models_equal_the_live_ones(
         await finished(r, token, await trigger(r, token, b))
     for got in await agent.wait_for(3, name="changes"):
         await finished(r, token, got.body["id"])
+    # Their replays (CONTRACT §12) fail as well; each knows what it replays.
+    _, body = await r.graphql(
+        token,
+        """mutation($id: Int!, $since: DateTime!) { replayDeliveries(webhookId: $id,
+        since: $since) { deliveryIds } }""",
+        {"id": d, "since": iso(since)},
+    )
+    replays = body["data"]["replayDeliveries"]["deliveryIds"]
+    for replayed in replays:
+        await finished(r, token, replayed)
     await finished(r, token, await trigger(r, token, c))  # 410: disables c (an open alert)
     codes = iter([500, 500, 500, 200])
 
@@ -158,7 +169,9 @@ async def test_rebuilt_read_models_equal_the_live_ones(
     await quiet(settings.database_url, vhost)
 
     live = await snapshot(settings.database_url)
-    assert len(live["admin.webhooks"]) == 5 and len(live["admin.deliveries"]) == 12
+    assert len(live["admin.webhooks"]) == 5 and len(live["admin.deliveries"]) == 15
+    assert sorted(x["id"] for x in live["admin.deliveries"] if x["replay_of"]) == replays
+    assert len(replays) == 3
     assert [w["kind"] for w in live["admin.webhooks"]] == ["cron", "cron", "cron", "change", "cron"]
     # c: raised disabled by its 410, open; d: its three change deliveries failed (its agent
     # answers 500), open; e: resolved.

@@ -1,9 +1,13 @@
 """replayDeliveries (CONTRACT §12) on the running services, with a real agent on loopback:
 failed deliveries of the window only, oldest first, sent again by the real dispatcher; a
-change delivery's replay carries its changes; bad input changes nothing."""
+change delivery's replay carries its paths and events, built from the notes and the
+webhook as they are now; a failed delivery is replayed once and a replay never; bad input
+changes nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,10 +23,13 @@ from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, events_of, finished, trigger
 from tests.support.inprocess import Running, admin_token, eventually, running, window_start
+from tests.support.token_api import call
 
 REPLAY = """mutation($webhookId: Int!, $since: DateTime!, $until: DateTime) {
   replayDeliveries(webhookId: $webhookId, since: $since, until: $until) { deliveryIds } }"""
 PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename } }"""
+UPDATE_CHANGE = """mutation($input: UpdateChangeWebhookInput!) {
+  updateChangeWebhook(input: $input) { changeWebhook { id } } }"""
 
 
 class Switch:
@@ -30,6 +37,12 @@ class Switch:
 
     def __init__(self) -> None:
         self.down = True
+
+    @classmethod
+    def up(cls) -> Switch:
+        switch = cls()
+        switch.down = False
+        return switch
 
     async def __call__(self, _: web.Request, __: Received) -> web.StreamResponse:
         if self.down:
@@ -69,6 +82,20 @@ async def replayed_ids(
     return body["data"]["replayDeliveries"]["deliveryIds"]  # type: ignore[no-any-return]
 
 
+async def create_change_hook(r: Running, token: str, url: str, include: list[str]) -> int:
+    _, body = await r.graphql(
+        token,
+        """mutation($url: String!, $include: [String!]!) { createChangeWebhook(input:
+        {url: $url, includePatterns: $include}) { changeWebhook { id } } }""",
+        {"url": url, "include": include},
+    )
+    return int(body["data"]["createChangeWebhook"]["changeWebhook"]["id"])
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 async def first_request(dsn: str, delivery_id: int) -> dict[str, Any]:
     [requested, *_] = await events_of(dsn, f"delivery-{delivery_id}")
     assert requested["type"] == "delivery.requested"
@@ -104,28 +131,24 @@ async def test_only_failed_deliveries_inside_the_window_are_sent_again_oldest_fi
     sent = {got.body["id"] for got in agent.at("flaky")}
     assert set(ids) <= sent and len(agent.at("flaky")) == 6 + 3
 
-    # No upper bound: up to now; the window's own failed ones again, and the last one.
+    # No upper bound: up to now. The window's failed ones were replayed already (and their
+    # replays succeeded): only the last one is new.
     ids_again = await replayed_ids(r, token, hook_id, since)
     assert [(await first_request(settings.database_url, i))["replay_of"] for i in ids_again] == [
-        *originals,
-        made[5][1],
+        made[5][1]
     ]
     for i in ids_again:
         await finished(r, token, i)
 
 
-async def test_a_change_delivery_is_replayed_with_the_changes_it_carried(
+async def test_a_change_delivery_is_replayed_with_the_notes_as_they_are_now(
     system, settings: Settings
 ) -> None:  # type: ignore[no-untyped-def]
+    """CONTRACT §12 (revision 3): the same paths and events at the same depth, with each
+    note's current version, hash and content (a retry, by contrast, resends what it sent)."""
     r, token, clock, agent = system
     switch = Switch()
-    _, body = await r.graphql(
-        token,
-        """mutation($url: String!) { createChangeWebhook(input: {url: $url,
-        includePatterns: ["blog/**"]}) { changeWebhook { id } } }""",
-        {"url": agent.url_for("lint", switch)},
-    )
-    hook_id = body["data"]["createChangeWebhook"]["changeWebhook"]["id"]
+    hook_id = await create_change_hook(r, token, agent.url_for("lint", switch), ["blog/**"])
     since = clock.now()
     for content in ("# v1", "# v2"):
         await r.graphql(
@@ -146,8 +169,119 @@ async def test_a_change_delivery_is_replayed_with_the_changes_it_carried(
     for new_id, old in zip(ids, failed, strict=True):
         sent = by_id[new_id]
         assert (sent["kind"], sent["trigger"], sent["depth"]) == ("change", "manual", 0)
-        assert sent["changes"] == old["changes"]  # what it missed, not the note as it is now
+        [change] = sent["changes"]
+        assert (change["path"], change["event"]) == ("blog/a.md", old["changes"][0]["event"])
+        assert (change["version"], change["content"]) == (2, "# v2")
+        assert change["content_hash"] == failed[1]["changes"][0]["content_hash"]
         assert (await finished(r, token, new_id))["status"] == "success"
+
+
+async def test_a_change_replay_follows_the_webhooks_current_settings(  # type: ignore[no-untyped-def]
+    system, settings: Settings
+) -> None:
+    """Issue 37, finding 7: a replay sent the old content to the new URL after
+    includeContent and readPatterns were narrowed. Now the webhook as it is decides: its
+    URL, its readPatterns (content and hash null outside), its includeContent."""
+    r, token, clock, agent = system
+    down = Switch()
+    reads = await create_change_hook(r, token, agent.url_for("old", down), ["*"])
+    bare = await create_change_hook(r, token, agent.url_for("old", down), ["*"])
+    since = clock.now()
+    notes = {"pub/a.md": "v1", "secret/b.md": "s1", "gone.md": "bye"}
+    await r.graphql(
+        token,
+        PUSH,
+        {"input": {"updates": [{"path": p, "content": c} for p, c in notes.items()]}},
+    )
+    for got in await agent.wait_for(2, name="old"):
+        assert (await finished(r, token, got.body["id"]))["status"] == "failed"
+
+    # The notes move on without firing anything (a skipWebhooks key) ...
+    _, body = await r.graphql(
+        token,
+        'mutation { createApiKey(input: {name: "quiet", skipWebhooks: true}) { key } }',
+    )
+    quiet = {"X-API-Key": body["data"]["createApiKey"]["key"]}
+    status, _ = await call(
+        r, "POST", "/api/notes", body={"changes": [{"path": "pub/a.md", "content": "v2"}]},
+        headers=quiet,
+    )  # fmt: skip
+    assert status == 200
+    status, _ = await call(r, "DELETE", "/api/notes/gone.md", headers=quiet)
+    assert status == 200
+
+    async def projected() -> bool:
+        _, body = await r.graphql(
+            token, '{ a: note(path: "pub/a.md") { content } g: note(path: "gone.md") { path } }'
+        )
+        return body["data"] == {"a": {"content": "v2"}, "g": None}
+
+    await eventually(projected)
+    # ... and the admin narrows both webhooks and points them elsewhere.
+    for hook_id, route, narrowed in (
+        (reads, "new-reads", {"readPatterns": ["pub/*"]}),
+        (bare, "new-bare", {"includeContent": False}),
+    ):
+        url = agent.url_for(route, Switch.up())
+        _, body = await r.graphql(
+            token, UPDATE_CHANGE, {"input": {"id": hook_id, "url": url, **narrowed}}
+        )
+        assert "errors" not in body, body
+
+    clock.set(since + timedelta(minutes=1))
+    assert len(await replayed_ids(r, token, reads, since)) == 1
+    assert len(await replayed_ids(r, token, bare, since)) == 1
+    [to_reads] = await agent.wait_for(1, name="new-reads")
+    [to_bare] = await agent.wait_for(1, name="new-bare")
+    v2, s1 = sha256("v2"), sha256("s1")
+    assert to_reads.body["changes"] == [
+        # removed since: nothing to show, the removal's version
+        {"path": "gone.md", "event": "create", "version": 2, "content_hash": None, "content": None},
+        {"path": "pub/a.md", "event": "create", "version": 2, "content_hash": v2, "content": "v2"},
+        {"path": "secret/b.md", "event": "create", "version": 1, "content_hash": None,
+         "content": None},
+    ]  # fmt: skip
+    assert to_bare.body["changes"] == [
+        {"path": "gone.md", "event": "create", "version": 2, "content_hash": None},
+        {"path": "pub/a.md", "event": "create", "version": 2, "content_hash": v2},
+        {"path": "secret/b.md", "event": "create", "version": 1, "content_hash": s1},
+    ]
+    assert b"s1" not in to_reads.raw and b"v1" not in to_reads.raw + to_bare.raw
+    assert len(agent.at("old")) == 2  # nothing more went to the old URL
+
+
+async def test_a_window_replayed_again_replays_nothing_new(  # type: ignore[no-untyped-def]
+    system, settings: Settings
+) -> None:
+    """Issue 37, finding 7: replaying the same window again re-replayed the replays (and
+    the originals, still failed): 17 → 34 → … → 544 POSTs. A failed delivery is replayed
+    once, and a replay never."""
+    r, token, clock, agent = system
+    hook_id, _ = await create_webhook(r, token, agent.url_for("down", Switch()))
+    since = clock.now()
+    for second in range(3):
+        clock.set(since + timedelta(seconds=second))
+        assert (await finished(r, token, await trigger(r, token, hook_id)))["status"] == "failed"
+
+    replayed: list[int] = []
+    for minute in range(1, 5):  # the agent stays down: every replay fails as well
+        clock.set(since + timedelta(minutes=minute))
+        ids = await replayed_ids(r, token, hook_id, since)
+        replayed.append(len(ids))
+        for i in ids:
+            assert (await finished(r, token, i))["status"] == "failed"
+    assert replayed == [3, 0, 0, 0]  # the old code: [3, 6, 12, 24]
+    assert len(agent.at("down")) == 3 + 3
+
+    # Two admins replaying the same window at once still replay each delivery once.
+    for second in range(2):
+        clock.set(since + timedelta(minutes=10, seconds=second))
+        assert (await finished(r, token, await trigger(r, token, hook_id)))["status"] == "failed"
+    clock.set(since + timedelta(minutes=11))
+    both = await asyncio.gather(*(replayed_ids(r, token, hook_id, since) for _ in range(2)))
+    assert sorted(len(ids) for ids in both) == [0, 2]
+    for i in both[0] + both[1]:
+        await finished(r, token, i)
 
 
 async def test_bad_input_is_refused_by_name_and_changes_nothing(  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from cronhooks_admin import projection, replay
+from cronhooks_admin import change_notes, projection, replay
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.manual import manual_request
 from cronhooks_admin.validation import (
@@ -212,27 +212,17 @@ class Commands:
         wanted = check_trigger_paths(paths)
         async with self.pool.acquire() as conn, conn.transaction():
             state = await self._live_webhook(conn, webhook_id, CHANGE)
-            rows = await conn.fetch(
-                "select path, content, content_hash, version from admin.notes"
-                " where path = any($1::text[]) and not removed order by path",
-                wanted,
-            )
-            missing = sorted(set(wanted) - {r["path"] for r in rows})
+            changes = [{"path": path, "event": "update"} for path in wanted]
+            [notes] = await change_notes.notes_now(conn, state.config, [changes])
+            missing = [p for p in wanted if p not in notes or notes[p]["removed"]]
             if missing:
                 raise InputError("paths", f"no note at {missing[0]!r}")
-            with_content = state.config.get("include_content", True)
-            changes = [
-                {
-                    "path": r["path"],
-                    "event": "update",
-                    "version": r["version"],
-                    "content_hash": r["content_hash"],
-                    **({"content": r["content"]} if with_content else {}),
-                }
-                for r in rows
-            ]
+            # readPatterns, includeContent and the 1 MiB cap, as for the matcher's deliveries
+            payload = change_notes.payload_now(state.config, changes, notes)
             delivery_id: int = await conn.fetchval("select nextval('eventstore.delivery_ids')")
-            request = manual_request(state, webhook_id, delivery_id, depth=0, changes=changes)
+            request = manual_request(
+                state, webhook_id, delivery_id, depth=0, **payload.request_fields()
+            )
             await self._append(conn, delivery_stream(delivery_id), 0, [request], admin)
         return delivery_id
 
@@ -241,14 +231,15 @@ class Commands:
     ) -> list[int]:
         """A new MANUAL delivery for each failed delivery of the webhook (either kind)
         created in [since, until), oldest first (replay.py); their ids, in that order.
-        All in one transaction, with one statement for the ids and one for the events."""
+        All in one transaction, with one statement for the ids and one for the events;
+        the webhook as it is now decides where and what they send."""
         replay.check_window(since, until)
         async with self.pool.acquire() as conn, conn.transaction():
+            await replay.take_turn(conn, webhook_id)
             state = await self._live_webhook(conn, webhook_id, None)
             failed = await replay.failed_deliveries(conn, webhook_id, since, until)
             if not failed:
                 return []
-            firsts = await replay.first_requests(conn, failed) if state.kind == CHANGE else {}
             ids: list[int] = sorted(
                 r["id"]
                 for r in await conn.fetch(
@@ -257,15 +248,11 @@ class Commands:
                     len(failed),
                 )
             )
+            requests = await replay.replay_requests(conn, state, webhook_id, ids, failed)
             causation = Causation.new(actor=admin.actor)  # one command: one correlation
             appends = [
-                (
-                    delivery_stream(new_id),
-                    0,
-                    replay.replay_request(state, webhook_id, new_id, old, firsts.get(old, {})),
-                    causation,
-                )
-                for new_id, old in zip(ids, failed, strict=True)
+                (delivery_stream(new_id), 0, request, causation)
+                for new_id, request in zip(ids, requests, strict=True)
             ]
             await self._count_manual(conn, state, webhook_id, len(appends))
             recorded = await eventstore.append_many(conn, appends, occurred_at=self.clock.now())

@@ -14,6 +14,7 @@ from cronhooks_admin.api_keys import ApiKeys
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.commands import Commands
 from cronhooks_admin.daily_stats import DailyStatsLoader
+from cronhooks_admin.note_reads import NoteReads
 from cronhooks_admin.note_writes import NoteWrites
 from cronhooks_common.clock import Clock
 from cronhooks_common.graphql_limits import Budget, ListCost
@@ -158,9 +159,11 @@ class Context:
     stats: StatsLoader = field(init=False)
     daily_stats: DailyStatsLoader = field(init=False)
     next_runs: Budget = field(init=False)
+    note_reads: NoteReads = field(init=False)
 
     def __post_init__(self) -> None:
         self.next_runs = Budget(NEXT_RUNS)
+        self.note_reads = NoteReads(self.pool)
         self.attempts = AttemptsLoader(self.pool)
         self.failures = FailuresLoader(self.pool)
         self.stats = StatsLoader(self.pool, self.clock)

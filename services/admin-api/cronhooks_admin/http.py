@@ -13,8 +13,9 @@ import asyncpg
 import structlog
 from aiohttp import web
 from ariadne import graphql
-from graphql import GraphQLSchema
+from graphql import GraphQLError, GraphQLSchema
 
+from cronhooks_admin import note_reads
 from cronhooks_admin.agents import Agents
 from cronhooks_admin.api_keys import ApiKeys
 from cronhooks_admin.auth import Authenticator
@@ -113,10 +114,13 @@ def add_graphql_routes(
                 error_formatter=limited.format_error,
                 logger=ariadne_logger,
             )
-        if context.next_runs.refused:
-            # Lists multiplied nextRuns past the budget: the answer is that one refusal,
-            # not a copy of it for every webhook after the budget ran out.
-            result = {"errors": [limited.format_error(NEXT_RUNS.refusal())]}
+        refused = _refused_whole(context)
+        if refused is not None:
+            # A budget ran out (lists multiplied nextRuns past it, or the notes' content
+            # would pass 16 MiB): the answer is that one refusal, not a copy of it for every
+            # field after the budget ran out, nor the part answered before.
+            result = {"data": None, "errors": [limited.format_error(refused)]}
+            return web.json_response(result, status=400)
         return web.json_response(result, status=200 if success or "data" in result else 400)
 
     # The pages are public; everything they show comes from POST /graphql with the token.
@@ -125,6 +129,14 @@ def add_graphql_routes(
     app.router.add_get("/favicon.ico", _favicon)  # asked for by browsers whatever a page says
     app.router.add_get("/static/{name:.+}", _static_files())
     app.router.add_post("/graphql", execute)
+
+
+def _refused_whole(context: Context) -> GraphQLError | None:
+    if context.next_runs.refused:
+        return NEXT_RUNS.refusal()
+    if context.note_reads.refused:
+        return note_reads.refusal()
+    return None
 
 
 def _page(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:

@@ -33,10 +33,11 @@ async def deliveries_requested(conn: asyncpg.Connection, events: list[Event]) ->
     await conn.execute(
         """
         insert into admin.deliveries
-            (id, cron_webhook_id, status, trigger, scheduled_for, attempt, created_at)
-        select id, wh, 'pending', trg, sf, att, at
+            (id, cron_webhook_id, status, trigger, scheduled_for, attempt, created_at,
+             replay_of)
+        select id, wh, 'pending', trg, sf, att, at, rep
         from unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::int[],
-                    $6::timestamptz[]) as x(id, wh, trg, sf, att, at)
+                    $6::timestamptz[], $7::bigint[]) as x(id, wh, trg, sf, att, at, rep)
         on conflict (id) do update set
             attempt = greatest(admin.deliveries.attempt, excluded.attempt),
             -- the retry it waited for is under way
@@ -47,7 +48,9 @@ async def deliveries_requested(conn: asyncpg.Connection, events: list[Event]) ->
             trigger = case when excluded.attempt = 1
                            then excluded.trigger else admin.deliveries.trigger end,
             scheduled_for = excluded.scheduled_for,
-            created_at = least(admin.deliveries.created_at, excluded.created_at)
+            created_at = least(admin.deliveries.created_at, excluded.created_at),
+            -- only the first request says it (replay.py): a retry's keeps it
+            replay_of = coalesce(excluded.replay_of, admin.deliveries.replay_of)
         """,
         [x["delivery_id"] for x in d],
         [x["webhook_id"] for x in d],
@@ -56,6 +59,7 @@ async def deliveries_requested(conn: asyncpg.Connection, events: list[Event]) ->
         [_ts(x.get("scheduled_for")) for x in d],
         [x["attempt"] for x in d],
         [e.occurred_at for e in events],
+        [x.get("replay_of") for x in d],
     )
     await next_runs(
         conn,

@@ -3,15 +3,23 @@ for each failed delivery of a webhook whose createdAt is in [since, until), olde
 
 A replay is what triggerCronWebhook requests (attempt 1, trigger manual, the webhook's
 *current* target: the admin has usually just fixed the URL), plus `replay_of`. A change
-delivery's replay re-sends what the failed one carried — the same changes at the same
-depth, as a retry does (scheduler/firing.py) — not the notes as they are now: the agent
-gets the events it missed, and the depth guard still ends the chain.
+delivery's replay carries the same paths and events at the same depth as the failed one
+(the depth guard still ends the chain), but built as now (revision 3): each note's current
+version, hash and content, shown as the webhook's current includeContent and readPatterns
+allow, under the 1 MiB cap (change_notes.py, cronhooks_common.change_payload). Resending
+the old content would show the new URL what the narrowed webhook no longer allows.
 
-The failed deliveries come from the read model (admin.deliveries); the changes from the
-first `delivery.requested` of each, in the event store. One call replays at most
+Each failed delivery is replayed once, and a replay never: the window's failed deliveries
+leave out those that are replays (`replay_of`) and those a replay already points at, both
+from the read model (admin.deliveries.replay_of). Otherwise replaying one window again
+re-sent the originals (still failed) and the replays that failed too — 17, 34, 68 … POSTs.
+Two replays of one webhook take turns (a lock per webhook, held to the commit), so the
+second sees the first's replays.
+
+The failed deliveries come from the read model (admin.deliveries); the paths of a change
+delivery from its first `delivery.requested`, in the event store. One call replays at most
 MAX_REPLAYED: a wider window is refused, naming `until`, and requests nothing. Replaying
-only the oldest part instead would look done, and calling again with the same window
-would replay that part twice (the originals stay failed).
+only the oldest part instead would look done, though what is left would still be there.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import Any
 
 import asyncpg
 
+from cronhooks_admin import change_notes
 from cronhooks_admin.manual import manual_request
 from cronhooks_admin.validation import InputError
 from cronhooks_common.events import CHANGE, EventType, NewEvent, delivery_stream
@@ -34,16 +43,26 @@ def check_window(since: datetime, until: datetime | None) -> None:
         raise InputError("until", "must be later than since")
 
 
+async def take_turn(conn: asyncpg.Connection, webhook_id: int) -> None:
+    """Wait for another replay of the webhook to commit (then its replays are seen)."""
+    await conn.execute(
+        "select pg_advisory_xact_lock(hashtextextended('replay ' || $1::bigint::text, 0))",
+        webhook_id,
+    )
+
+
 async def failed_deliveries(
     conn: asyncpg.Connection, webhook_id: int, since: datetime, until: datetime | None
 ) -> list[int]:
-    """Ids of the webhook's failed deliveries created in [since, until), oldest first."""
+    """Ids of the webhook's failed deliveries created in [since, until) that are not
+    replays and were not replayed yet, oldest first."""
     rows = await conn.fetch(
         """
-        select id from admin.deliveries
-        where cron_webhook_id = $1 and status = 'failed'
-          and created_at >= $2 and ($3::timestamptz is null or created_at < $3)
-        order by created_at, id
+        select d.id from admin.deliveries d
+        where d.cron_webhook_id = $1 and d.status = 'failed' and d.replay_of is null
+          and d.created_at >= $2 and ($3::timestamptz is null or d.created_at < $3)
+          and not exists (select 1 from admin.deliveries r where r.replay_of = d.id)
+        order by d.created_at, d.id
         limit $4
         """,
         webhook_id,
@@ -71,18 +90,30 @@ async def first_requests(conn: asyncpg.Connection, ids: list[int]) -> dict[int, 
     return {r["data"]["delivery_id"]: r["data"] for r in rows}
 
 
-def replay_request(
-    state: WebhookState, webhook_id: int, delivery_id: int, original: int, first: dict[str, Any]
-) -> NewEvent:
-    """The `delivery.requested` of the replay of delivery `original` (`first`: its first
-    request, needed for a change delivery only)."""
-    if state.kind == CHANGE:
-        return manual_request(
+async def replay_requests(
+    conn: asyncpg.Connection,
+    state: WebhookState,
+    webhook_id: int,
+    ids: list[int],
+    failed: list[int],
+) -> list[NewEvent]:
+    """The `delivery.requested` of each replay: `ids[k]` replays `failed[k]`."""
+    if state.kind != CHANGE:
+        return [
+            manual_request(state, webhook_id, new_id, replay_of=old)
+            for new_id, old in zip(ids, failed, strict=True)
+        ]
+    firsts = await first_requests(conn, failed)
+    wanted = [firsts.get(old, {}).get("changes", []) for old in failed]
+    notes = await change_notes.notes_now(conn, state.config, wanted)
+    return [
+        manual_request(
             state,
             webhook_id,
-            delivery_id,
-            replay_of=original,
-            depth=int(first.get("depth", 0)),
-            changes=first.get("changes", []),
+            new_id,
+            replay_of=old,
+            depth=int(firsts.get(old, {}).get("depth", 0)),
+            **change_notes.payload_now(state.config, changes, now).request_fields(),
         )
-    return manual_request(state, webhook_id, delivery_id, replay_of=original)
+        for new_id, old, changes, now in zip(ids, failed, wanted, notes, strict=True)
+    ]

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from graphql import GraphQLError, GraphQLResolveInfo
 
+from cronhooks_admin import note_reads
 from cronhooks_admin.commands import Conflict, NotFound
 from cronhooks_admin.context import NEXT_RUNS, Context
 from cronhooks_admin.validation import InputError
@@ -204,6 +205,7 @@ async def note(_: Any, info: Info, path: str) -> dict[str, Any] | None:
     problem = path_problem(path)
     if problem is not None:
         raise bad_input("path", problem)
+    await note_reads.charge(info, note_reads.of_path(path))
     row = await info.context.pool.fetchrow(
         "select * from admin.notes where path = $1 and not removed", path
     )
@@ -216,6 +218,8 @@ async def notes(_: Any, info: Info, pattern: str = "*", limit: int = 100) -> lis
     problem = pattern_problem(pattern)
     if problem is not None:
         raise bad_input("pattern", problem)
+    # 16 MiB of content per request in all (CONTRACT §15), decided before any is read.
+    await note_reads.charge(info, note_reads.of_pattern(pattern, limit))
     # The prefix narrows by index, the glob (as a regex) filters in SQL.
     rows = await info.context.pool.fetch(
         "select * from admin.notes where path like $1 and path ~ $2 and not removed"

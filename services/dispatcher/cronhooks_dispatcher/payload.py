@@ -60,6 +60,8 @@ def build_body(
         body["depth"] = int(request.get("depth", 0))
         body["instruction"] = target["instruction"]
         body["changes"] = request.get("changes", [])
+        if request.get("content_truncated"):  # the 1 MiB content cap left some out (§15)
+            body["content_truncated"] = True
     else:
         body["scheduled_for"] = request.get("scheduled_for")
         body["trigger"] = request["trigger"]

@@ -3,7 +3,8 @@
 A batch written at depth `d` fires every live change webhook with `d < maxDepth` for which
 at least one change passes its `on*` filter and its patterns (some include pattern, no
 exclude pattern); the delivery carries all of the batch's changes that pass, sorted by
-path. A batch written with a `skipWebhooks` API key fires none.
+path, as cronhooks_common.change_payload shows them. A batch written with a
+`skipWebhooks` API key fires none.
 
 10,000 change webhooks must not make matching slow, so webhooks are indexed by the literal
 prefix of each include pattern (what comes before the first `*`, `?` or `[`): a path is
@@ -17,6 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from cronhooks_common.change_payload import ChangePayload, change_payload
 from cronhooks_common.globs import matches_any
 
 FILTERS = {"create": "on_create", "update": "on_update", "remove": "on_remove"}
@@ -46,19 +48,6 @@ class ChangeWebhook:
         return matches_any(path, c.get("include_patterns") or ()) and not matches_any(
             path, c.get("exclude_patterns") or ()
         )
-
-    def change_for_body(self, change: dict[str, Any]) -> dict[str, Any]:
-        """One entry of the body's `changes`: content only with includeContent (and
-        null on remove)."""
-        entry = {
-            "path": change["path"],
-            "event": change["event"],
-            "version": change["version"],
-            "content_hash": change.get("content_hash"),
-        }
-        if self.config.get("include_content", True):
-            entry["content"] = change.get("content")
-        return entry
 
 
 class ChangeIndex:
@@ -103,15 +92,17 @@ class ChangeIndex:
 
     def matches(
         self, changes: list[dict[str, Any]], *, depth: int
-    ) -> list[tuple[ChangeWebhook, list[dict[str, Any]]]]:
-        """(webhook, its changes sorted by path) for every webhook the batch fires, by id."""
+    ) -> list[tuple[ChangeWebhook, ChangePayload]]:
+        """(webhook, its payload's changes) for every webhook the batch fires, by id. What
+        each change shows (readPatterns, includeContent, the 1 MiB cap) is
+        change_payload's to say, as for every other change delivery."""
         passing: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for change in changes:
             for webhook_id in self._candidates(change["path"]):
                 hook = self._hooks[webhook_id]
                 if depth < hook.max_depth and hook.passes(change):
-                    passing[webhook_id].append(hook.change_for_body(change))
+                    passing[webhook_id].append(change)
         return [
-            (self._hooks[i], sorted(passing[i], key=lambda c: str(c["path"])))
+            (self._hooks[i], change_payload(self._hooks[i].config, passing[i]))
             for i in sorted(passing)
         ]

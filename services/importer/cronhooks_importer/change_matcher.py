@@ -28,6 +28,7 @@ import structlog
 from prometheus_client import Counter
 
 from cronhooks_common import db, eventstore
+from cronhooks_common.change_payload import ChangePayload
 from cronhooks_common.clock import Clock
 from cronhooks_common.events import CHANGE, Causation, Event, EventType, NewEvent, delivery_stream
 from cronhooks_common.relay import NOTIFY_CHANNEL
@@ -213,7 +214,7 @@ class ChangeMatcher:
                 "missed_count": 0,
                 "depth": m.depth,
                 "batch_id": first["batch_id"],
-                "changes": m.changes,
+                **m.payload.request_fields(),  # changes (and content_truncated, §15)
                 "target": target_of(m.hook.config),
             }
             causation = Causation.following(m.batch[0], actor="importer")
@@ -229,7 +230,7 @@ class ChangeMatcher:
                 "change_delivery_requested",
                 webhook_id=m.hook.webhook_id,
                 delivery_id=delivery_id,
-                changes=len(m.changes),
+                changes=len(m.payload.changes),
                 depth=m.depth,
             )
         if appends:
@@ -273,7 +274,7 @@ class _Match:
     hook: ChangeWebhook
     batch: list[Event]
     depth: int
-    changes: list[dict[str, Any]]
+    payload: ChangePayload
 
 
 def _matches(index: ChangeIndex, notes: list[Event]) -> list[_Match]:
@@ -284,6 +285,6 @@ def _matches(index: ChangeIndex, notes: list[Event]) -> list[_Match]:
         if any(e.data.get("skip_webhooks") for e in batch):
             continue  # written with a skipWebhooks API key
         depth = int(batch[0].data.get("depth", 0))
-        for hook, changes in index.matches([e.data for e in batch], depth=depth):
-            out.append(_Match(hook, batch, depth, changes))
+        for hook, payload in index.matches([e.data for e in batch], depth=depth):
+            out.append(_Match(hook, batch, depth, payload))
     return out

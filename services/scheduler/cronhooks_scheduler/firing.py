@@ -238,6 +238,10 @@ async def fire_due(
         return len(rows)
 
 
+# What a change delivery's retry resends from its first request, as it was sent then.
+CARRIED = ("depth", "batch_id", "changes", "content_truncated")
+
+
 async def _with_changes(
     conn: asyncpg.Connection, retries: list[Append], router: Router
 ) -> list[Append]:
@@ -261,7 +265,7 @@ async def _with_changes(
     for stream, version, event, causation in retries:
         original = first.get(stream)
         if original is not None and event.data.get("kind") == CHANGE:
-            carried = {k: original[k] for k in ("depth", "batch_id", "changes") if k in original}
+            carried = {k: original[k] for k in CARRIED if k in original}
             event = NewEvent(event.type, {**event.data, **carried})
         out.append((stream, version, event, causation))
     return out
