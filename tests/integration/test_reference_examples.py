@@ -119,6 +119,20 @@ async def test_every_graphql_example_answers_as_shown(settings: Settings) -> Non
         shown = json.loads(block_after("graphql.md", "aliases in one query:"))
         if body != shown:
             failures.append(f"the limit example\n  got {json.dumps(body)}")
+        # The nesting example: `v` holds 63 arrays, 65 levels in all.
+        deep = '{"query": "{ __typename }", "variables": {"v": %s}}' % ("[" * 63 + "]" * 63)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"{r.urls['admin-api']}/graphql",
+                data=deep,
+                headers={"Authorization": f"Bearer {token}"},
+            ) as resp,
+        ):
+            status, body = resp.status, await resp.json()
+        shown = json.loads(block_after("graphql.md", "A body nested deeper than 64 levels"))
+        if (status, body) != (400, shown):
+            failures.append(f"the nesting example\n  got {status} {json.dumps(body)}")
     assert not failures, "\n".join(failures)
 
 

@@ -36,12 +36,12 @@ from cronhooks_common.signing import SecretKeys, generate_secret, signature_head
 BODY = b'{"version":1,"id":42}'
 
 
-def signed(secret: str, stamp: int | None = None) -> dict[str, str]:
+def signed(secret: str, stamp: int | None = None, body: bytes = BODY) -> dict[str, str]:
     return signature_headers(
         SecretKeys.of(secret),
         delivery_id="42",
         timestamp=stamp or int(time.time()),
-        body=BODY,
+        body=body,
         attempt=1,
     )
 
@@ -130,6 +130,10 @@ async def test_the_demo_agent_answers_with_a_digest_note_and_checks_signatures()
         assert answer["changes"][0]["expected_hash"] == ""
         resp = await client.post("/webhook", data=BODY, headers=signed(generate_secret()))
         assert resp.status == 401
+        deep = b"[" * 30_000 + b"]" * 30_000
+        resp = await client.post("/webhook", data=deep, headers=signed(secret, body=deep))
+        assert resp.status == 400
+        assert (await resp.json())["message"] == "request body nested deeper than 64 levels"
 
 
 # --- fire JWTs (FireVerifier, fire_handler) ----------------------------------------------
@@ -303,6 +307,23 @@ async def test_a_token_refused_for_its_body_is_not_used_up(tmp_path: Path) -> No
         assert (await present(client, once, fire_at="2027-01-01T00:00:00Z"))[0] == 401
         assert (await present(client, once))[0] == 202
         assert (await present(client, once))[0] == 401
+
+
+async def test_a_body_nested_past_64_levels_is_a_named_400_not_a_500(tmp_path: Path) -> None:
+    """Only after the token verified: the body is then parsed by the one bounded parser."""
+    async with fire_endpoints(tmp_path) as (token, [client], ran):
+        once = token()
+        for levels in (65, 30_000):
+            resp = await client.post(
+                "/api/cron/fire",
+                data=b"[" * levels + b"]" * levels,
+                headers={"Authorization": f"Bearer {once}"},
+            )
+            assert resp.status == 400
+            assert await resp.json() == {"error": "request body nested deeper than 64 levels"}
+        assert (await present(client, once))[0] == 202  # the token was not used up
+    await asyncio.sleep(0)
+    assert len(ran) == 1
 
 
 async def test_replicas_each_accept_the_token_once_and_run_the_job_once(

@@ -23,7 +23,9 @@ from cronhooks_common.graphql_limits import (
     list_cost,
     measure,
     parse_limited,
+    value_nesting,
 )
+from cronhooks_common.json_input import MAX_NESTING
 
 
 def refusal(query: str, variables: dict[str, object] | None = None) -> str:
@@ -64,6 +66,54 @@ def test_depth_counts_through_fragments_and_inline_fragments() -> None:
 
 def test_nesting_too_deep_for_the_parser_is_too_complex_not_a_crash() -> None:
     assert "15 levels" in refusal("{a" * 5000)
+
+
+def lists(levels: int) -> str:
+    return "[" * levels + "1" + "]" * levels
+
+
+def objects(levels: int) -> str:
+    return "{a: " * levels + "1" + "}" * levels
+
+
+VALUE_PLACES = [
+    "{ notes(pattern: VALUE) { path } }",  # an argument
+    "mutation { createApiKey(input: VALUE) { key } }",  # an input object
+    "query($p: String = VALUE) { notes(pattern: $p) { path } }",  # a variable's default
+    "{ __typename @include(if: VALUE) }",  # a directive's argument
+    "{ ...F } fragment F on Query { notes(limit: VALUE) { path } }",  # inside a fragment
+]
+
+
+@pytest.mark.parametrize("place", VALUE_PLACES)
+@pytest.mark.parametrize("value", [lists, objects])
+def test_values_nest_64_levels_and_65_are_refused_naming_the_limit(place, value) -> None:  # type: ignore[no-untyped-def]
+    accepted(place.replace("VALUE", value(MAX_NESTING)))
+    message = refusal(place.replace("VALUE", value(MAX_NESTING + 1)))
+    assert message == "a value in the query is nested more than 64 levels deep"
+
+
+def test_value_levels_count_from_the_outermost_list_or_object() -> None:
+    document = parse_limited('{ a(x: [1, [2, {b: [3]}]], y: {c: {d: "e"}}) { f(z: []) } }')
+    assert value_nesting(document) == 4
+    assert value_nesting(parse_limited("{ a(x: 1) }")) == 0
+    # Brackets in strings, block strings and comments are no values.
+    assert value_nesting(parse_limited('{ a(x: "[[[[", y: """{{{{""") } # [[[[')) == 0
+
+
+def test_values_too_deep_for_the_parser_are_too_complex_naming_both_limits() -> None:
+    for query in ("{ a(x: " + lists(5_000) + ") }", "{ a(x: " + objects(3_000) + ") }"):
+        message = refusal(query)
+        assert "15 levels" in message and "64 levels" in message
+
+
+def test_counting_values_stops_past_the_bound() -> None:
+    """A wide document is walked once; a deep one no further than the bound."""
+    wide = "{ a(x: [" + ", ".join(["[[1]]"] * 3_000) + "]) }"
+    started = time.perf_counter()
+    assert value_nesting(parse_limited(wide)) == 3
+    assert value_nesting(parse_limited("{ a(x: " + lists(190) + ") }")) == MAX_NESTING + 1
+    assert time.perf_counter() - started < 1.0
 
 
 def test_two_thousand_fields_and_aliases_pass_one_more_is_refused() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cronhooks_admin.sink import (
@@ -10,6 +12,7 @@ from cronhooks_admin.sink import (
     CallLog,
     body_value,
     parse_delay,
+    parse_id,
     parse_last,
     parse_status,
     text_map,
@@ -61,6 +64,40 @@ def test_statuses_and_last() -> None:
     for bad in ("0", "-1", "x", "", "١"):
         with pytest.raises(InputError):
             parse_last(bad)
+
+
+THOUSANDS_OF_DIGITS = ["1" + "0" * 5000, "9" * 4301, "1" * 20]
+
+
+@pytest.mark.parametrize("text", THOUSANDS_OF_DIGITS)
+def test_numbers_of_thousands_of_digits_are_refused_by_name_not_by_int(text: str) -> None:
+    for parse, field in ((parse_status, "status"), (parse_last, "last"), (parse_id, "id")):
+        with pytest.raises(InputError) as refused:
+            parse(text)
+        assert refused.value.field == field
+
+
+def test_leading_zeros_are_still_the_number() -> None:
+    assert parse_status("0" * 30 + "201") == 201
+    assert parse_last("0" * 5000 + "7") == 7  # int() alone refuses 5,001 digits
+    assert parse_id("0" * 30 + "12") == 12
+
+
+@pytest.mark.parametrize("text", [None, "", "0", "-1", "x", "1e3", "١", str(2**63)])
+def test_ids_are_positive_64_bit_integers(text: str | None) -> None:
+    with pytest.raises(InputError) as refused:
+        parse_id(text)
+    assert refused.value.field == "id"
+    assert parse_id(str(2**63 - 1)) == 2**63 - 1
+
+
+def test_bodies_nested_past_64_levels_show_as_their_text() -> None:
+    """The listing is written as JSON, whose writer does not recurse a thousand levels."""
+    at_the_bound = b"[" * 64 + b"]" * 64
+    assert body_value(at_the_bound) == json.loads(at_the_bound)
+    for levels in (65, 1_000, 30_000):
+        deep = b"[" * levels + b"]" * levels
+        assert body_value(deep) == deep.decode()
 
 
 def test_bodies_show_as_json_when_they_are_and_as_text_else() -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 from collections import deque
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +23,7 @@ from aiohttp import web
 
 from cronhooks_agent.answers import SyncAnswer
 from cronhooks_agent.webhooks import SignatureError, verify_webhook
+from cronhooks_common.json_input import TooDeep, loads
 
 log = structlog.get_logger(__name__)
 
@@ -49,7 +49,9 @@ def make_app(secret: str) -> web.Application:
             log.warning("demo_agent_refused", reason=str(exc))
             return web.json_response({"status": "error", "message": message}, status=401)
         try:
-            body = json.loads(raw)
+            body = loads(raw, what="request body")
+        except TooDeep as exc:
+            return web.json_response({"status": "error", "message": str(exc)}, status=400)
         except ValueError:
             return web.json_response({"status": "error", "message": "not JSON"}, status=400)
         now = datetime.now(UTC).isoformat()

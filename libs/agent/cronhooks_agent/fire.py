@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import json
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +27,7 @@ import structlog
 from aiohttp import web
 
 from cronhooks_agent.claims import ClaimStore
+from cronhooks_common.json_input import TooDeep, loads
 
 log = structlog.get_logger(__name__)
 
@@ -160,7 +160,8 @@ def fire_handler(
     """The aiohttp handler for `POST /api/cron/fire`.
 
     401 on any token problem (also a token for another `job_id` or `fire_at` than the
-    body's, and a token accepted before: a replay), 400 without `job_id`, 503 with
+    body's, and a token accepted before: a replay), 400 without `job_id` (or for a body
+    nested deeper than 64 levels, which nothing parses further), 503 with
     `Retry-After: 60` if `ready` is not set within `ready_timeout` seconds (the platform
     retries, with a fresh token), else 202 at once.
     """
@@ -175,7 +176,9 @@ def fire_handler(
         except FireAuthError as exc:
             return web.json_response({"error": f"invalid token: {exc}"}, status=401)
         try:
-            body = json.loads(await request.read())
+            body = loads(await request.read(), what="request body")
+        except TooDeep as exc:
+            return web.json_response({"error": str(exc)}, status=400)
         except ValueError:
             body = None
         job_id = body.get("job_id") if isinstance(body, dict) else None

@@ -1,13 +1,20 @@
 """How much one GraphQL request may ask for (CONTRACT §15), for both GraphQL APIs.
 
-A request may hold at most 15 levels, 2,000 fields and aliases, and (admin-api) 10,000
-`nextRuns` values in all; beyond, it is refused with `extensions.code =
+A request may hold at most 15 levels, 2,000 fields and aliases, list and object values
+nested at most 64 levels (the bound of JSON request bodies, json_input.MAX_NESTING), and
+(admin-api) 10,000 `nextRuns` values in all; beyond, it is refused with `extensions.code =
 "QUERY_TOO_COMPLEX"` and a message naming the limit, before any resolver runs.
 
 The limits are checked between parsing and validation (Ariadne's `query_parser` hook):
 graphql-core's OverlappingFieldsCanBeMerged rule is quadratic in the fields of a selection
 set, so a document of 100k aliases has to be refused before validation sees it. Parsing
 itself stops after MAX_TOKENS tokens, so a huge document costs little to refuse.
+
+Values: validation and coercion recurse through a literal (`notes(pattern: [[[…]]])`,
+nested input objects, variable defaults, directive arguments) as parsing does, so a
+literal nested past MAX_NESTING is refused before them, as a variable nested that deep is
+(its JSON body is refused). graphql-core's parser itself gives up past 200 levels of
+selections, values and types together; that is QUERY_TOO_COMPLEX too, naming both limits.
 
 Counting: a fragment counts once per spread (its sizes are memoised, so a fragment spread
 a thousand times is measured once); a fragment cycle counts nothing (validation reports
@@ -39,6 +46,9 @@ from graphql import (
     GraphQLSchema,
     InlineFragmentNode,
     IntValueNode,
+    ListValueNode,
+    Node,
+    ObjectValueNode,
     OperationDefinitionNode,
     SelectionSetNode,
     VariableNode,
@@ -48,6 +58,7 @@ from graphql import (
 from graphql.validation import ASTValidationRule
 
 from cronhooks_common.graphql_support import format_error
+from cronhooks_common.json_input import MAX_NESTING
 
 QUERY_TOO_COMPLEX = "QUERY_TOO_COMPLEX"
 MAX_DEPTH = 15
@@ -195,6 +206,34 @@ def check_shape(document: DocumentNode) -> None:
         raise too_complex(f"the query holds more than {MAX_FIELDS:,} fields and aliases")
 
 
+def value_nesting(document: DocumentNode, *, stop_after: int = MAX_NESTING) -> int:
+    """How many levels the document's list and object values nest (the outermost is level
+    1; none: 0), counting no further than `stop_after` + 1. Iterative: safe on any depth."""
+    deepest = 0
+    stack: list[tuple[Node, int]] = [(document, 0)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, (ListValueNode, ObjectValueNode)):
+            level += 1
+            if level > deepest:
+                deepest = level
+                if deepest > stop_after:
+                    return deepest
+        for key in node.keys:
+            child = getattr(node, key, None)
+            if isinstance(child, Node):
+                stack.append((child, level))
+            elif isinstance(child, (tuple, list)):
+                stack.extend((c, level) for c in child if isinstance(c, Node))
+    return deepest
+
+
+def check_values(document: DocumentNode) -> None:
+    """QUERY_TOO_COMPLEX if a list or object value nests deeper than MAX_NESTING levels."""
+    if value_nesting(document) > MAX_NESTING:
+        raise too_complex(f"a value in the query is nested more than {MAX_NESTING} levels deep")
+
+
 def parse_limited(query: str) -> DocumentNode:
     """Parse at most MAX_TOKENS tokens (graphql-core also stops on nesting too deep for
     its recursion); either abort is QUERY_TOO_COMPLEX, other syntax errors stay as they are."""
@@ -204,7 +243,11 @@ def parse_limited(query: str) -> DocumentNode:
         if "Document contains more than" in error.message and "tokens" in error.message:
             raise too_complex(f"the query holds more than {MAX_TOKENS:,} tokens") from None
         if "nested too deeply" in error.message:
-            raise too_complex(f"the query is nested more than {MAX_DEPTH} levels deep") from None
+            # Selections, values and types count together here: name both limits.
+            raise too_complex(
+                f"the query is nested more than {MAX_DEPTH} levels deep,"
+                f" or a value in it more than {MAX_NESTING} levels"
+            ) from None
         raise
 
 
@@ -274,6 +317,8 @@ class Documents:
             return entry.document
         document = parse_limited(query)
         check_shape(document)
+        if query.count("[") + query.count("{") > MAX_NESTING:  # fewer cannot nest that deep
+            check_values(document)
         if len(query) <= MAX_CACHED_DOCUMENT:
             self._remember(query, _Entry(document))
         return document

@@ -26,6 +26,7 @@ from cronhooks_admin.agents import AgentIdentity, Agents, InvalidClient, agent_f
 from cronhooks_admin.validation import InputError
 from cronhooks_common.clock import Clock
 from cronhooks_common.http_limits import AGENT_CRON_BODY_BYTES, BodyRefused, read_body
+from cronhooks_common.json_input import TooDeep, loads
 from cronhooks_common.keys import published_jwks
 from cronhooks_common.refusals import log_refused
 
@@ -57,9 +58,15 @@ def add_agent_routes(
 
     async def body_of(request: web.Request) -> dict[str, Any]:
         try:
-            body = json.loads(await read_body(request, AGENT_CRON_BODY_BYTES))
+            body = loads(await read_body(request, AGENT_CRON_BODY_BYTES), what="request body")
         except BodyRefused as exc:
             raise exc.http_error({"error": str(exc)}) from None
+        except TooDeep as exc:
+            log_refused("agent_api_refused", field="body", reason=str(exc))
+            raise web.HTTPBadRequest(
+                text=json.dumps({"error": str(exc), "field": "body"}),
+                content_type="application/json",
+            ) from None
         except (ValueError, UnicodeDecodeError):
             raise InputError("body", "must be a JSON object") from None
         if not isinstance(body, dict):

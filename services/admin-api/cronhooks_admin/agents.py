@@ -102,7 +102,8 @@ def check_fire_at(value: Any) -> datetime:
 
 
 def check_callback_url(value: Any, default: str, *, allow_private: bool) -> str:
-    callback = value or default
+    # Absent, null or "": the agent's own. Any other value is checked (0 or false is no URL).
+    callback = default if value is None or value == "" else value
     if not isinstance(callback, str):
         raise InputError("agent_callback_url", "must be a string")
     try:

@@ -31,7 +31,15 @@ from aiohttp import web
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.commands import Commands, NotFound
 from cronhooks_admin.pending import describe, pending_work
-from cronhooks_admin.sink import Call, CallLog, parse_delay, parse_last, parse_status, text_map
+from cronhooks_admin.sink import (
+    Call,
+    CallLog,
+    parse_delay,
+    parse_id,
+    parse_last,
+    parse_status,
+    text_map,
+)
 from cronhooks_admin.validation import InputError
 from cronhooks_common import jsonfast
 from cronhooks_common.clock import Clock, iso
@@ -132,10 +140,10 @@ class DebugRoutes:
         return _answer(request, "ok: no delivery pending", {}, status=200)
 
     async def run_cron_job(self, request: web.Request) -> web.Response:
-        text = request.query.get("id")
-        if text is None or not text.isascii() or not text.isdigit() or not 1 <= int(text) < 2**63:
-            return _bad(InputError("id", "must be the id of a cron webhook (a positive integer)"))
-        webhook_id = int(text)
+        try:
+            webhook_id = parse_id(request.query.get("id"))
+        except InputError as exc:
+            return _bad(exc)
         try:
             delivery_id = await self.commands.trigger_webhook(webhook_id, DEBUG_ADMIN)
         except NotFound as exc:

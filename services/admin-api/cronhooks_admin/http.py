@@ -4,7 +4,6 @@ themselves) and GET /favicon.ico."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from cronhooks_common.clock import Clock
 from cronhooks_common.graphql_limits import Documents, LimitedRequest
 from cronhooks_common.graphql_support import silence_ariadne_logger
 from cronhooks_common.http_limits import GRAPHQL_BODY_BYTES, BodyRefused, read_body
+from cronhooks_common.json_input import TooDeep, loads
 from cronhooks_common.refusals import log_refused
 
 log = structlog.get_logger(__name__)
@@ -57,9 +57,10 @@ SECURITY_HEADERS = {
 }
 
 
-def _error(status: int, code: str, message: str) -> web.Response:
+def _error(status: int, code: str, message: str, **extensions: str) -> web.Response:
     return web.json_response(
-        {"errors": [{"message": message, "extensions": {"code": code}}]}, status=status
+        {"errors": [{"message": message, "extensions": {"code": code, **extensions}}]},
+        status=status,
     )
 
 
@@ -83,10 +84,13 @@ def add_graphql_routes(
         if admin is None:
             return _error(401, "UNAUTHENTICATED", "a valid admin token is required (Bearer)")
         try:
-            data: Any = json.loads(await read_body(request, GRAPHQL_BODY_BYTES))
+            data: Any = loads(await read_body(request, GRAPHQL_BODY_BYTES), what="request body")
         except BodyRefused as exc:
             body = {"errors": [{"message": str(exc), "extensions": {"code": exc.code}}]}
             raise exc.http_error(body) from None
+        except TooDeep as exc:
+            log_refused("graphql_error", field="body", reason=str(exc), code="BAD_REQUEST")
+            return _error(400, "BAD_REQUEST", str(exc), field="body")
         except (ValueError, UnicodeDecodeError):
             log_refused("graphql_error", field="body", reason="not JSON", code="BAD_REQUEST")
             return _error(400, "BAD_REQUEST", "request body must be JSON")

@@ -16,6 +16,7 @@ from typing import Any
 from cronhooks_admin.validation import InputError
 from cronhooks_common import jsonfast
 from cronhooks_common.events import storable
+from cronhooks_common.json_input import MAX_NESTING, nesting
 
 MAX_DELAY_SECONDS = 60.0
 MAX_KEPT_CALLS = 1000
@@ -27,13 +28,24 @@ _PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
 _DURATION = re.compile(rf"(?:{_PART.pattern})+")
 
 
+def _whole_number(text: str, most_digits: int) -> int | None:
+    """`text` as a whole number if it is ASCII digits, at most `most_digits` of them
+    significant; else None. `int()` raises ValueError past 4,300 digits (leading zeros
+    count), so a parameter of thousands of digits is refused before it gets there."""
+    if not text.isascii() or not text.isdigit():
+        return None
+    significant = text.lstrip("0") or "0"
+    return int(significant) if len(significant) <= most_digits else None
+
+
 def parse_status(text: str | None) -> int:
     """The status to answer with; 200 when not given."""
     if text is None:
         return 200
-    if not text.isascii() or not text.isdigit() or not 200 <= int(text) <= 599:
+    status = _whole_number(text, 3)
+    if status is None or not 200 <= status <= 599:
         raise InputError("status", "must be an HTTP status code from 200 to 599")
-    return int(text)
+    return status
 
 
 def parse_delay(text: str | None) -> float:
@@ -53,18 +65,33 @@ def parse_last(text: str | None) -> int | None:
     """How many of the latest calls to list; None (all) when not given."""
     if text is None:
         return None
-    if not text.isascii() or not text.isdigit() or int(text) < 1:
+    last = _whole_number(text, 19)
+    if last is None or last < 1:
         raise InputError("last", "must be a positive integer")
-    return int(text)
+    return last
+
+
+def parse_id(text: str | None) -> int:
+    """The id of the cron webhook to trigger: required, a positive 64-bit integer."""
+    webhook_id = None if text is None else _whole_number(text, 19)
+    if webhook_id is None or not 1 <= webhook_id < 2**63:
+        raise InputError("id", "must be the id of a cron webhook (a positive integer)")
+    return webhook_id
 
 
 def body_value(raw: bytes) -> Any:
     """A body as the call list shows it: the JSON value when it is JSON (so `body.id`
-    reads as with trip2g), else its text."""
+    reads as with trip2g) nested at most MAX_NESTING levels, else its text: the list is
+    written as JSON, and a value of a thousand levels is more than its writer recurses."""
     try:
-        return jsonfast.loads(raw)
+        value = jsonfast.loads(raw)
     except ValueError:
-        return storable(raw.decode("utf-8", "replace"))
+        return _text(raw)
+    return value if nesting(value) <= MAX_NESTING else _text(raw)
+
+
+def _text(raw: bytes) -> str:
+    return storable(raw.decode("utf-8", "replace"))
 
 
 @dataclass(frozen=True, slots=True)

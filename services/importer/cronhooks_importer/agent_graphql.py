@@ -9,7 +9,6 @@ arguments are `BAD_USER_INPUT` with `extensions.field`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from cronhooks_common.globs import pattern_problem
 from cronhooks_common.graphql_limits import Documents, LimitedRequest
 from cronhooks_common.graphql_support import bad_input, datetime_scalar, silence_ariadne_logger
 from cronhooks_common.http_limits import TOKEN_API_BODY_BYTES, BodyRefused, read_body
+from cronhooks_common.json_input import TooDeep, loads
 from cronhooks_common.paths import path_problem
 from cronhooks_common.refusals import log_refused
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
@@ -165,9 +165,10 @@ def build_agent_schema() -> GraphQLSchema:
     )
 
 
-def _errors(status: int, code: str, message: str) -> web.Response:
+def _errors(status: int, code: str, message: str, **extensions: str) -> web.Response:
     return web.json_response(
-        {"errors": [{"message": message, "extensions": {"code": code}}]}, status=status
+        {"errors": [{"message": message, "extensions": {"code": code, **extensions}}]},
+        status=status,
     )
 
 
@@ -182,10 +183,13 @@ def add_agent_graphql(app: web.Application, *, notes: AgentNotes, callers: Calle
         except Unauthorized as exc:
             return _errors(401, "UNAUTHENTICATED", str(exc))
         try:
-            data: Any = json.loads(await read_body(request, TOKEN_API_BODY_BYTES))
+            data: Any = loads(await read_body(request, TOKEN_API_BODY_BYTES), what="request body")
         except BodyRefused as exc:
             body = {"errors": [{"message": str(exc), "extensions": {"code": exc.code}}]}
             raise exc.http_error(body) from None
+        except TooDeep as exc:
+            log_refused("graphql_error", field="body", reason=str(exc), code="BAD_REQUEST")
+            return _errors(400, "BAD_REQUEST", str(exc), field="body")
         except (ValueError, UnicodeDecodeError):
             log_refused("graphql_error", field="body", reason="not JSON", code="BAD_REQUEST")
             return _errors(400, "BAD_REQUEST", "request body must be JSON")

@@ -25,6 +25,7 @@ from aiohttp import web
 from cronhooks_common.clock import iso
 from cronhooks_common.globs import pattern_problem
 from cronhooks_common.http_limits import TOKEN_API_BODY_BYTES, BodyRefused, read_body
+from cronhooks_common.json_input import TooDeep, loads
 from cronhooks_common.paths import path_problem
 from cronhooks_common.refusals import log_refused
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
@@ -127,9 +128,12 @@ def add_token_api(app: web.Application, *, notes: AgentNotes, callers: Callers) 
     async def push_notes(request: web.Request) -> web.Response:
         who = await caller(request)
         try:
-            body: Any = json.loads(await read_body(request, TOKEN_API_BODY_BYTES))
+            body: Any = loads(await read_body(request, TOKEN_API_BODY_BYTES), what="request body")
         except BodyRefused as exc:
             raise exc.http_error({"error": str(exc)}) from None
+        except TooDeep as exc:
+            log_refused("token_api_refused", field="body", reason=str(exc))
+            return _error(400, str(exc))
         except (ValueError, UnicodeDecodeError):
             log_refused("token_api_refused", field="body", reason="not JSON")
             return _error(400, "request body must be JSON")
