@@ -144,6 +144,9 @@ class RetentionJob:
 
     async def _open(self, conn: asyncpg.Connection, now: datetime) -> None:
         async with conn.transaction():
+            # Creating partitions locks every bucketed table: rather give up and try at the
+            # next step than stall (or deadlock with) a writer holding one of them.
+            await conn.execute("set local lock_timeout = '500ms'")
             buckets = await _buckets(conn)
             next_id = await _next_id(conn)
             current = open_bucket(buckets, next_id)

@@ -4,7 +4,8 @@ Flow: `webhook.*` events (consumer) → `scheduler.webhooks` + cron timers (time
 `delivery.attempt_failed` → retry timers (retries.py); the loop (loop.py) sleeps until the
 earliest timer and fires due ones (firing.py, slots.py), appending `delivery.requested`
 in the transaction that advances or removes the timer. The scheduler owns time, so it also
-runs retention (cronhooks_common.retention): opening delivery buckets and dropping old ones.
+runs retention (cronhooks_common.retention): opening delivery buckets and dropping old ones;
+and the watchdog (watchdog.py), which fails a delivery left pending past its deadline.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from cronhooks_scheduler.retries import on_attempt_failed
 from cronhooks_scheduler.timers import HANDLED, on_webhook_event
 from cronhooks_scheduler.triggers import HANDLED as TRIGGER_EVENTS
 from cronhooks_scheduler.triggers import on_trigger_event
+from cronhooks_scheduler.watchdog import Watchdog
 
 
 async def handle(conn: asyncpg.Connection, event: Event) -> None:
@@ -54,6 +56,7 @@ class Scheduler:
             delivery_retention_days=runtime.settings.delivery_retention_days,
             attempt_log_retention_days=runtime.settings.attempt_log_retention_days,
         )
+        self.watchdog = Watchdog(runtime.pool, runtime.clock)
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -61,6 +64,7 @@ class Scheduler:
         self._tasks = [
             asyncio.create_task(self.loop.run()),
             asyncio.create_task(self.retention.run()),
+            asyncio.create_task(self.watchdog.run()),
         ]
 
     async def stop(self) -> None:

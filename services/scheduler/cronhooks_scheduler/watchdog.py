@@ -1,0 +1,226 @@
+"""The watchdog: no delivery stays pending for ever (CONTRACT §15).
+
+Whatever goes wrong — a message lost or dead-lettered, a retry timer that was never made,
+a verdict the importer never gave — a delivery gets no longer than its attempts' timeouts
+and scheduled retries plus GRACE: then it fails as `abandoned` (`delivery.failed`, actor
+scheduler), and the dispatcher, seeing that, releases its FORBID/DELAY row and its
+execution group and counts the failure for the webhook's health.
+
+The watchdog reads every delivery stream's events from the event store in commit order
+(cronhooks_common.tail's watermark: it never skips a slower transaction's event) and keeps
+one row per unfinished delivery: the stream's last version and the deadline its last event
+sets —
+
+* requested, released, changes received, the importer's verdict: that event's time plus
+  the attempt's timeout plus GRACE (the step under way must end within it);
+* attempt failed: the retry's `retry_at` plus the timeout plus GRACE;
+* queued (DELAY, an execution group): none — it waits for another delivery, which has a
+  deadline of its own; its release starts its clock;
+* succeeded, failed, skipped: finished, the row goes.
+
+Reads come every POLL at most, so a delivery that starts and ends between two reads (nearly
+all of them) never costs a row. A row past its deadline is abandoned by appending to the
+delivery's stream *at the version the watchdog saw*: if anything was appended since, the
+append is refused (the store's (stream, version) key) and the next read moves the row on.
+So an outcome and an abandonment never both stand, and replicas never abandon twice; one
+replica works at a time (the checkpoint row is taken with SKIP LOCKED), and everything a
+step does commits in one transaction with its checkpoint, so a kill -9 at any instant
+leaves the watchdog where its last committed step left it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+import structlog
+from prometheus_client import Counter
+
+from cronhooks_common import eventstore
+from cronhooks_common.clock import Clock
+from cronhooks_common.db import TRANSIENT_DB_ERRORS
+from cronhooks_common.events import CRON, Causation, Event, EventType, NewEvent
+from cronhooks_common.faults import ABANDONED
+from cronhooks_common.tail import WATERMARK
+from cronhooks_scheduler import watch_sql as sql
+
+log = structlog.get_logger(__name__)
+
+GRACE = timedelta(seconds=60)
+POLL = timedelta(seconds=5)  # between reads: the deadlines are a minute wide
+READ = 5000  # events per read
+ABANDON = 200  # deliveries abandoned per step
+DEFAULT_TIMEOUT = timedelta(seconds=60)  # a delivery whose request the watchdog never read
+
+ABANDONED_TOTAL = Counter(
+    "cronhooks_scheduler_deliveries_abandoned_total",
+    "Deliveries the watchdog failed as abandoned (no outcome within their deadline)",
+)
+
+_FINAL = frozenset(
+    {EventType.DELIVERY_SUCCEEDED, EventType.DELIVERY_FAILED, EventType.DELIVERY_SKIPPED}
+)
+_STEP_STARTS = frozenset(
+    {
+        EventType.DELIVERY_REQUESTED,
+        EventType.DELIVERY_RELEASED,
+        EventType.DELIVERY_CHANGES_RECEIVED,
+        EventType.NOTES_IMPORTED,
+        EventType.NOTES_REJECTED,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """What the watchdog knows of one unfinished delivery."""
+
+    version: int  # the last event of its stream it read
+    timeout: timedelta  # of the delivery's attempts
+    deadline: datetime | None  # None: waits for its turn (queued)
+
+
+def follow(watch: Watch | None, row: Any) -> Watch | None:
+    """The watch after one more event of the stream (`row`: type, version, occurred_at,
+    timeout_seconds, retry_at); None once the delivery has finished. Pure."""
+    kind = row["type"]
+    if kind in _FINAL:
+        return None
+    timeout = watch.timeout if watch is not None else DEFAULT_TIMEOUT
+    if row["timeout_seconds"] is not None:
+        timeout = timedelta(seconds=int(row["timeout_seconds"]))
+    deadline = watch.deadline if watch is not None else row["occurred_at"] + timeout + GRACE
+    if kind in _STEP_STARTS:
+        deadline = row["occurred_at"] + timeout + GRACE
+    elif kind == EventType.DELIVERY_ATTEMPT_FAILED and row["retry_at"] is not None:
+        deadline = datetime.fromisoformat(row["retry_at"]) + timeout + GRACE
+    elif kind == EventType.DELIVERY_QUEUED:
+        deadline = None
+    return Watch(row["version"], timeout, deadline)
+
+
+class Watchdog:
+    def __init__(self, pool: asyncpg.Pool, clock: Clock) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                more = await self.step()
+                delay = 0.2
+            except TRANSIENT_DB_ERRORS as exc:
+                log.warning("watchdog_database_error", error=repr(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if more:
+                continue
+            self._wake.clear()
+            wake_at = self._clock.now() + POLL
+            earliest = await self._earliest()
+            await self._clock.sleep_until(
+                wake_at if earliest is None else min(wake_at, earliest), self._wake
+            )
+
+    async def _earliest(self) -> datetime | None:
+        try:
+            earliest: datetime | None = await self._pool.fetchval(sql.EARLIEST)
+        except TRANSIENT_DB_ERRORS:
+            return None
+        return earliest
+
+    async def step(self) -> bool:
+        """Read what was committed since the last step, then abandon what is overdue, in
+        one transaction; True if there is more to do at once."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            at = await conn.fetchrow(sql.TAKE_CHECKPOINT)
+            if at is None:
+                return False  # another replica's step is under way
+            rows = await conn.fetch(sql.READ.format(watermark=WATERMARK), *at, READ)
+            if rows:
+                await self._apply(conn, rows)
+                last = rows[-1]
+                await conn.execute(sql.MOVE_CHECKPOINT, last["txid"], last["position"])
+            if len(rows) == READ:
+                return True  # not caught up: judge nothing before the rest is read
+            abandoned = await self._abandon(conn)
+            return abandoned == ABANDON
+
+    async def _apply(self, conn: asyncpg.Connection, rows: list[asyncpg.Record]) -> None:
+        streams = sorted({r["stream"] for r in rows})
+        watches: dict[str, Watch | None] = {
+            r["stream"]: Watch(r["version"], timedelta(milliseconds=r["timeout_ms"]), r["deadline"])
+            for r in await conn.fetch(sql.LOAD, streams)
+        }
+        for row in rows:
+            watches[row["stream"]] = follow(watches.get(row["stream"]), row)
+        kept = {s: w for s, w in watches.items() if w is not None}
+        gone = [s for s, w in watches.items() if w is None]
+        if gone:
+            await conn.execute(sql.FORGET, gone)
+        if kept:
+            await conn.execute(
+                sql.KEEP,
+                list(kept),
+                [w.version for w in kept.values()],
+                [w.timeout // timedelta(milliseconds=1) for w in kept.values()],
+                [w.deadline for w in kept.values()],
+            )
+
+    async def _abandon(self, conn: asyncpg.Connection) -> int:
+        now = self._clock.now()
+        due = await conn.fetch(sql.OVERDUE, now, ABANDON)
+        for row in due:
+            history = await eventstore.read_stream(conn, row["stream"])
+            if not history or history[-1].version != row["version"]:
+                continue  # moved on since it was read: the next read says how
+            try:
+                async with conn.transaction():  # savepoint: a refused append leaves nothing
+                    await eventstore.append(
+                        conn,
+                        row["stream"],
+                        [NewEvent(EventType.DELIVERY_FAILED, abandonment(history))],
+                        expected_version=row["version"],
+                        causation=Causation.following(history[-1], actor="scheduler"),
+                        occurred_at=now,
+                    )
+            except eventstore.ConcurrencyError:
+                continue  # an outcome got there first: it stands
+            await conn.execute(sql.FORGET, [row["stream"]])
+            ABANDONED_TOTAL.inc()
+            log.warning(
+                "delivery_abandoned",
+                stream=row["stream"],
+                version=row["version"],
+                deadline=row["deadline"].isoformat(),
+            )
+        return len(due)
+
+
+def abandonment(history: list[Event]) -> dict[str, Any]:
+    """The `delivery.failed` data that ends a delivery with this history. Pure."""
+    first = history[0].data
+    requests = [e.data for e in history if e.type == EventType.DELIVERY_REQUESTED]
+    latest = requests[-1] if requests else first
+    return {
+        "delivery_id": first["delivery_id"],
+        "webhook_id": first["webhook_id"],
+        "kind": first.get("kind", CRON),
+        "attempt": max(int(e.data.get("attempt") or 0) for e in history),
+        "scheduled_for": first.get("scheduled_for"),
+        "trigger": latest.get("trigger", "schedule"),
+        "missed_count": first.get("missed_count", 0),
+        "status": "failed",
+        "error": ABANDONED,
+        "response_status": None,
+        "duration_ms": None,
+    }

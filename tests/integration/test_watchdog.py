@@ -1,0 +1,215 @@
+"""The scheduler's watchdog (CONTRACT §15): no delivery stays pending longer than its
+attempts' timeouts and scheduled retries plus 60 s; it fails as `abandoned` and releases
+FORBID, DELAY and its execution group — once, whatever the replicas. Real services
+in-process on the real database and broker, time from a ManualClock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from cronhooks_common import db
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.settings import Settings
+from cronhooks_dispatcher import delivery as dispatcher_delivery
+from cronhooks_dispatcher import payload
+from tests.support.agent import Agent
+from tests.support.flows import create_webhook, finished, trigger
+from tests.support.inprocess import Running, admin_token, eventually, running
+
+NO_DISPATCHER = ("admin-api", "importer", "scheduler")
+
+
+@pytest.fixture
+async def agent() -> AsyncIterator[Agent]:
+    agent = await Agent().start()
+    yield agent
+    await agent.stop()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(datetime.now(UTC).replace(microsecond=0))
+
+
+async def stream_types(dsn: str, delivery_id: int) -> list[str]:
+    conn = await db.connect(dsn, name="t")
+    try:
+        rows = await conn.fetch(
+            "select type from eventstore.events where stream = $1 order by version",
+            f"delivery-{delivery_id}",
+        )
+        return [r["type"] for r in rows]
+    finally:
+        await conn.close()
+
+
+async def watched(dsn: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return int(await conn.fetchval("select count(*) from scheduler.watched"))
+    finally:
+        await conn.close()
+
+
+async def status_of(r: Running, token: str, delivery_id: int) -> dict[str, Any]:
+    _, body = await r.graphql(
+        token,
+        "query($id: Int!) { cronWebhookDelivery(id: $id) { status error attempt } }",
+        {"id": delivery_id},
+    )
+    d: dict[str, Any] = body["data"]["cronWebhookDelivery"]
+    return d
+
+
+async def test_a_request_nobody_handles_is_abandoned_after_its_timeout_plus_60_s(
+    settings: Settings, clock: ManualClock, agent: Agent
+) -> None:
+    async with running(settings, clock, names=NO_DISPATCHER) as r:
+        token = await admin_token(settings.database_url)
+        hook, _ = await create_webhook(r, token, agent.url, timeoutSeconds=5)
+        delivery_id = await trigger(r, token, hook)
+        started = clock.now()
+        await eventually(lambda: _is(watched(settings.database_url), 0, minimum=True))
+        clock.set(started + timedelta(seconds=64))  # timeout 5 s + 60 s: not yet
+        r.services["scheduler"].watchdog.wake()
+        await eventually(lambda: _is(watched(settings.database_url), 1))
+        assert (await status_of(r, token, delivery_id))["status"] == "pending"
+        clock.set(started + timedelta(seconds=65))
+        done = await finished(r, token, delivery_id)
+        assert (done["status"], done["error"], done["attempt"]) == ("failed", "abandoned", 1)
+        assert await stream_types(settings.database_url, delivery_id) == [
+            "delivery.requested",
+            "delivery.failed",
+        ]
+        # A dispatcher that comes back later does not send what was abandoned.
+        async with running(settings, clock, names=("dispatcher",)):
+            other = await trigger(r, token, hook)
+            assert (await finished(r, token, other))["status"] == "success"
+        assert [x.body["id"] for x in agent.received] == [other]
+        assert await watched(settings.database_url) == 0
+
+
+async def _is(value: Any, expected: int, *, minimum: bool = False) -> bool:
+    got = await value
+    return bool(got >= expected if minimum else got == expected)
+
+
+async def test_a_wedged_delivery_is_abandoned_and_releases_its_group_and_forbid(
+    settings: Settings, clock: ManualClock, agent: Agent, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The last resort: a delivery whose event fails every time and whose end by fault
+    fails too (so its message is dead-lettered) holds its group until the watchdog ends
+    it; then the group goes on and the FORBID webhook's next slot is not skipped."""
+    build = payload.build_body
+
+    def broken(request: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        if request["target"]["instruction"] == "wedge":
+            raise RuntimeError("injected")
+        return build(request, **kw)
+
+    async def cannot_end(*_: Any) -> bool:
+        raise RuntimeError("injected too")
+
+    monkeypatch.setattr(payload, "build_body", broken)
+    monkeypatch.setattr(dispatcher_delivery.Dispatcher, "end_by_fault", cannot_end)
+    async with running(settings, clock) as r:
+        token = await admin_token(settings.database_url)
+        wedged, _ = await create_webhook(
+            r,
+            token,
+            agent.url,
+            instruction="wedge",
+            executionGroup="g",
+            concurrencyPolicy="FORBID",
+            timeoutSeconds=10,
+        )
+        behind, _ = await create_webhook(r, token, agent.url, executionGroup="g")
+        first = await trigger(r, token, wedged)
+        second = await trigger(r, token, behind)
+        await eventually(lambda: _dead_lettered(settings.database_url, first))
+        assert (await status_of(r, token, second))["status"] == "pending"  # waits its turn
+        clock.advance(timedelta(seconds=71))
+        done = await finished(r, token, first)
+        assert (done["status"], done["error"]) == ("failed", "abandoned")
+        assert (await finished(r, token, second))["status"] == "success"
+        # FORBID's pending row went with it: a manual run holds it, not the wedged one.
+        monkeypatch.setattr(payload, "build_body", build)
+        third = await trigger(r, token, wedged)
+        assert (await finished(r, token, third))["status"] == "success"
+        # Abandoned counts as a failure of the webhook (health, alerts).
+        _, body = await r.graphql(
+            token,
+            "query($id: Int!) { cronWebhook(id: $id) { consecutiveFailures } }",
+            {"id": wedged},
+        )
+        assert body["data"]["cronWebhook"]["consecutiveFailures"] == 0  # the success reset it
+
+
+async def _dead_lettered(dsn: str, delivery_id: int) -> bool:
+    """The dispatcher gave up on the event: its consumer logged it and moved on (the
+    delivery still has only its request)."""
+    return await stream_types(dsn, delivery_id) == ["delivery.requested"]
+
+
+async def test_a_retry_whose_timer_was_lost_is_abandoned_after_its_retry_at(
+    settings: Settings, clock: ManualClock, agent: Agent
+) -> None:
+    from aiohttp import web
+
+    async def busy(_: web.Request, __: Any) -> web.StreamResponse:
+        return web.Response(status=503)
+
+    async with running(settings, clock) as r:
+        token = await admin_token(settings.database_url)
+        hook, _ = await create_webhook(
+            r, token, agent.url_for("busy", busy), maxRetries=3, timeoutSeconds=5
+        )
+        delivery_id = await trigger(r, token, hook)
+
+        async def retry_timer() -> datetime | None:
+            conn = await asyncpg.connect(settings.database_url)
+            try:
+                due: datetime | None = await conn.fetchval(
+                    "delete from scheduler.timers where timer_key = $1 returning due_at",
+                    f"retry:{delivery_id}",
+                )
+                return due
+            finally:
+                await conn.close()
+
+        retry_at = await eventually(retry_timer)  # made, then lost
+        assert retry_at == clock.now() + timedelta(seconds=10)
+        clock.set(retry_at + timedelta(seconds=64))
+        r.services["scheduler"].watchdog.wake()
+        await eventually(lambda: _is(watched(settings.database_url), 1))
+        assert (await status_of(r, token, delivery_id))["status"] == "pending"
+        clock.set(retry_at + timedelta(seconds=65))
+        done = await finished(r, token, delivery_id)
+        assert (done["status"], done["error"], done["attempt"]) == ("failed", "abandoned", 1)
+
+
+async def test_replicas_abandon_each_delivery_once(
+    settings: Settings, clock: ManualClock, agent: Agent
+) -> None:
+    async with (
+        running(settings, clock, names=NO_DISPATCHER) as r,
+        running(settings, clock, names=("scheduler",)) as second,
+    ):
+        token = await admin_token(settings.database_url)
+        hook, _ = await create_webhook(r, token, agent.url, timeoutSeconds=1)
+        ids = [await trigger(r, token, hook) for _ in range(30)]
+        clock.advance(timedelta(seconds=62))
+        r.services["scheduler"].watchdog.wake()
+        second.services["scheduler"].watchdog.wake()
+        for delivery_id in ids:
+            assert (await finished(r, token, delivery_id))["error"] == "abandoned"
+        for delivery_id in ids:
+            assert await stream_types(settings.database_url, delivery_id) == [
+                "delivery.requested",
+                "delivery.failed",
+            ]
