@@ -20,7 +20,7 @@ from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
 from tests.integration.test_change_webhooks import CREATE_KEY, create_change_webhook, push
 from tests.support.agent import Agent, Received
-from tests.support.inprocess import Running, admin_token, running
+from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.token_api import call
 
 MiB = 1 << 20
@@ -111,3 +111,27 @@ async def test_a_change_delivery_carries_at_most_1_mib_of_content(system) -> Non
         ]
         assert got.body["content_truncated"] is True
         assert len(got.raw) < 1.1 * MiB
+
+    # The attempt log keeps the first 64 KiB of each ~1 MiB body (finding 8), a prefix of
+    # what was sent, and says it is cut (CONTRACT §15).
+    for got in (fired, manual):
+        d = await finished(r, admin, got.body["id"])
+        [attempt] = d["attempts"]
+        assert attempt["requestBodyTruncated"] is True
+        kept = attempt["requestBody"].encode()
+        assert 65_536 - 4 < len(kept) <= 65_536
+        assert got.raw.startswith(kept)
+
+
+async def finished(r: Running, admin: str, delivery_id: int) -> dict[str, Any]:
+    async def done() -> dict[str, Any] | None:
+        _, body = await r.graphql(
+            admin,
+            "query($id: Int!) { cronWebhookDelivery(id: $id) {"
+            " status attempts { requestBody requestBodyTruncated } } }",
+            {"id": delivery_id},
+        )
+        d: dict[str, Any] = body["data"]["cronWebhookDelivery"]
+        return d if d["status"] != "pending" else None
+
+    return await eventually(done)  # type: ignore[no-any-return]

@@ -88,7 +88,8 @@ async def test_existing_rows_survive_in_their_partitions(before_buckets: str) ->
         await conn.close()
 
     applied = await migrate(dsn)
-    assert {m.version for m in applied} == {BUCKETS}
+    versions = {m.version for m in applied}  # 0020, and what came after it
+    assert BUCKETS in versions and min(versions) == BUCKETS
 
     conn = await asyncpg.connect(dsn)
     try:

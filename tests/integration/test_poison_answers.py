@@ -12,14 +12,20 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
 
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
-from tests.support.flows import create_webhook, finished, retry_due, trigger
+from tests.support.flows import (
+    create_webhook,
+    finished,
+    provision_now,
+    retry_due,
+    trigger,
+    trigger_ended,
+)
 from tests.support.inprocess import Running, admin_token, eventually, running
 
 NESTED_500 = b'{"status":"ok","changes":' + b"[" * 499 + b"]" * 499 + b"}"  # ~1 KB
@@ -137,12 +143,6 @@ async def test_any_retry_after_schedules_a_retry_within_the_hour(
     assert (done["status"], done["attempt"], done["nextAttemptAt"]) == ("failed", 2, None)
 
 
-AGENT_TRIGGERS = """query($id: Int!) { agentTriggers(agentId: $id) {
-  jobId state lastOutcome lastError } }"""
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id } } }"""
-
-
 @pytest.mark.parametrize(
     "header", ["999999999999999", "²", "9" * 5000, "Fri, 01 Jan 9999 00:00:00 GMT"]
 )
@@ -153,27 +153,9 @@ async def test_a_fire_answered_with_any_retry_after_is_retried_or_ends_failed(
     trigger leaves `armed` at once, failed, saying why; one within the window is retried."""
     r, admin, clock, agent = system
     agent.url_for("cb/api/cron/fire", answer(503, b"", {"Retry-After": header}))
-    _, body = await r.graphql(
-        admin,
-        CREATE_AGENT,
-        {"i": {"instanceId": "inst-poison", "callbackUrl": f"http://127.0.0.1:{agent.port}/cb"}},
-    )
-    created = body["data"]["createAgent"]
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{r.urls['admin-api']}/api/agent-cron/provision",
-            json={"job_id": "j", "fire_at": clock.now().isoformat()},
-            headers={"Authorization": f"Bearer {created['accessToken']}"},
-        ) as resp,
-    ):
-        assert resp.status == 200, await resp.text()
+    callback = f"http://127.0.0.1:{agent.port}/cb"
+    agent_id = await provision_now(r, admin, callback, clock.now().isoformat())
     await agent.wait_for(1, name="cb/api/cron/fire")
-
-    async def trigger_state() -> dict[str, Any] | None:
-        _, got = await r.graphql(admin, AGENT_TRIGGERS, {"id": created["agent"]["id"]})
-        [job] = got["data"]["agentTriggers"]
-        return job if job["state"] != "armed" else None
 
     if header == "²":  # unreadable: the usual backoff (2 s), well inside the window
         await asyncio.sleep(0.3)
@@ -181,7 +163,7 @@ async def test_a_fire_answered_with_any_retry_after_is_retried_or_ends_failed(
         clock.advance(timedelta(seconds=2))
         await agent.wait_for(2, name="cb/api/cron/fire")
         return
-    job = await eventually(trigger_state)
+    job = await trigger_ended(r, admin, agent_id)
     assert job["state"] == "failed" and job["lastOutcome"] == "failed"
     assert job["lastError"] == (
         "HTTP 503; not retried: the next attempt would start more than 15 minutes after fire_at"

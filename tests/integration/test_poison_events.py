@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
 
@@ -22,7 +21,7 @@ from cronhooks_dispatcher import fire as dispatcher_fire
 from cronhooks_dispatcher import payload
 from cronhooks_importer import imports
 from tests.support.agent import Agent, Received
-from tests.support.flows import create_webhook, finished, trigger
+from tests.support.flows import create_webhook, finished, provision_now, trigger, trigger_ended
 from tests.support.inprocess import admin_token, eventually, running
 
 POISON = "poison"  # the instruction that makes the injected fault fire
@@ -157,12 +156,6 @@ async def test_an_import_that_keeps_failing_is_rejected_and_its_attempt_ends(
         assert await dead_letters(settings, "importer") == 0
 
 
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id } } }"""
-AGENT_TRIGGERS = """query($id: Int!) { agentTriggers(agentId: $id) {
-  jobId state lastOutcome lastError } }"""
-
-
 async def test_a_fire_that_cannot_be_sent_ends_failed(
     settings: Settings, clock: ManualClock, agent: Agent, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
@@ -172,28 +165,9 @@ async def test_a_fire_that_cannot_be_sent_ends_failed(
     monkeypatch.setattr(dispatcher_fire.FireCaller, "token", broken)
     async with running(settings, clock) as r:
         admin = await admin_token(settings.database_url)
-        _, body = await r.graphql(
-            admin,
-            CREATE_AGENT,
-            {"i": {"instanceId": "inst-f", "callbackUrl": f"http://127.0.0.1:{agent.port}/cb"}},
-        )
-        created = body["data"]["createAgent"]
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(
-                f"{r.urls['admin-api']}/api/agent-cron/provision",
-                json={"job_id": "j", "fire_at": clock.now().isoformat()},
-                headers={"Authorization": f"Bearer {created['accessToken']}"},
-            ) as resp,
-        ):
-            assert resp.status == 200
-
-        async def ended() -> dict[str, Any] | None:
-            _, got = await r.graphql(admin, AGENT_TRIGGERS, {"id": created["agent"]["id"]})
-            [job] = got["data"]["agentTriggers"]
-            return job if job["state"] != "armed" else None
-
-        job = await eventually(ended, timeout=30)
+        callback = f"http://127.0.0.1:{agent.port}/cb"
+        agent_id = await provision_now(r, admin, callback, clock.now().isoformat())
+        job = await trigger_ended(r, admin, agent_id)
         assert (job["state"], job["lastOutcome"]) == ("failed", "failed")
         assert job["lastError"] == "internal error: Injected: cannot sign this fire"
         assert agent.received == []

@@ -284,13 +284,19 @@ async def test_a_bucket_waits_for_the_projector(pool: asyncpg.Pool) -> None:
         assert await job.step() == []
     held = [x for x in logs if x["event"] == "retention_bucket_held"]
     assert held and held[0]["reason"] == "not_yet_read"
-    assert held[0]["readers"] == ["admin-api projector"]
-    # Once the projector has read past it, it goes.
-    await pool.execute(
-        "update admin.projection_checkpoints set (txid, position) ="
-        " (select txid, position from eventstore.events order by txid desc, position desc"
-        "  limit 1) where name = 'live'"
+    assert held[0]["readers"] == ["admin-api projector", "scheduler watchdog"]
+    last = (
+        "(select txid, position from eventstore.events order by txid desc, position desc limit 1)"
     )
+    # Once the projector has read past it, only the watchdog holds it; then it goes.
+    await pool.execute(
+        f"update admin.projection_checkpoints set (txid, position) = {last} where name = 'live'"
+    )
+    with structlog.testing.capture_logs() as logs:
+        assert await job.step() == []
+    held = [x for x in logs if x["event"] == "retention_bucket_held"]
+    assert held[0]["readers"] == ["scheduler watchdog"]
+    await pool.execute(f"update scheduler.watchdog_checkpoint set (txid, position) = {last}")
     assert await job.step() == [1]
     assert await pool.fetchval("select to_regclass('eventstore.events_b1')") is None
     # The test's delivery.skipped is not a valid event; it left with its bucket.

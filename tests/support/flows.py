@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import asyncpg
 
 from cronhooks_common import db
@@ -95,3 +96,40 @@ async def scheduler_applied(dsn: str, webhook_ids: list[int]) -> None:
             await conn.close()
 
     await eventually(check)
+
+
+CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
+  accessToken agent { id } } }"""
+AGENT_TRIGGERS = """query($id: Int!) { agentTriggers(agentId: $id) {
+  jobId state lastOutcome lastError } }"""
+
+
+async def provision_now(
+    r: Running, admin: str, callback_url: str, fire_at: str, instance: str = "inst"
+) -> int:
+    """An agent of that callback URL with one trigger, `j`, armed at `fire_at`; its id."""
+    _, body = await r.graphql(
+        admin, CREATE_AGENT, {"i": {"instanceId": instance, "callbackUrl": callback_url}}
+    )
+    created = body["data"]["createAgent"]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{r.urls['admin-api']}/api/agent-cron/provision",
+            json={"job_id": "j", "fire_at": fire_at},
+            headers={"Authorization": f"Bearer {created['accessToken']}"},
+        ) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+    return int(created["agent"]["id"])
+
+
+async def trigger_ended(r: Running, admin: str, agent_id: int) -> dict[str, Any]:
+    """The agent's one trigger once it has left `armed`."""
+
+    async def ended() -> dict[str, Any] | None:
+        _, got = await r.graphql(admin, AGENT_TRIGGERS, {"id": agent_id})
+        [job] = got["data"]["agentTriggers"]
+        return job if job["state"] != "armed" else None
+
+    return await eventually(ended, timeout=30)  # type: ignore[no-any-return]

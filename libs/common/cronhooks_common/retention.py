@@ -310,7 +310,8 @@ async def _readers_behind(conn: asyncpg.Connection, last: tuple[int, int]) -> li
     """The registered tail readers whose checkpoint has not passed `last`, a sealed
     bucket's last event in (txid, position) order."""
     behind = []
-    for reader in await conn.fetch("select name, checkpoint from eventstore.bucket_readers"):
+    readers = "select name, checkpoint from eventstore.bucket_readers order by name"
+    for reader in await conn.fetch(readers):
         at = await conn.fetchrow(reader["checkpoint"])
         if at is None or (at["txid"], at["position"]) < last:
             behind.append(reader["name"])

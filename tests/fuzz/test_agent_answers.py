@@ -1,0 +1,141 @@
+"""Nested and absurd answers from agents (CONTRACT §15, "nothing an agent answers can wedge
+anything"): whatever status, body and `Retry-After` come back, the attempt is recorded —
+a success, a failure with a reason, or a failure whose retry is scheduled within the hour —
+and the delivery never stays pending without an attempt. Real services in-process on the
+real database and broker, a real agent on loopback."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from aiohttp import web
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.settings import Settings
+from tests.support.agent import Agent, Received
+from tests.support.flows import create_webhook, trigger
+from tests.support.inprocess import Running, admin_token, eventually, running
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def nested(levels: int, opener: bytes = b"[", closer: bytes = b"]") -> bytes:
+    return opener * levels + closer * levels
+
+
+deep_value = st.one_of(
+    st.integers(1, 2_000).map(nested),
+    st.integers(1, 200).map(lambda n: b'{"a":' * n + b"1" + b"}" * n),
+    st.sampled_from([nested(63), nested(64), nested(65), nested(30_000)]),
+)
+absurd_value = st.sampled_from(
+    [
+        b"1" * 5_000,  # beyond int()'s digit limit
+        b"1e999",
+        b"-0",
+        b"NaN",
+        b"Infinity",
+        b'"\\ud800"',
+        b'"\\u0000"',
+        b'"' + "é".encode() * 10_000 + b'"',
+        b"[" + b",".join([b"1"] * 20_000) + b"]",
+        b'{"": {"": {"": null}}}',
+    ]
+)
+body = st.one_of(
+    st.builds(lambda v: b'{"status":"ok","changes":' + v + b"}", deep_value),
+    st.builds(lambda v: b'{"status":"ok","x":' + v + b"}", deep_value),
+    st.builds(lambda v: b'{"status":"error","message":' + v + b"}", absurd_value | deep_value),
+    st.builds(
+        lambda v: b'{"status":"ok","changes":[{"path":"fuzz/a","content":' + v + b"}]}",
+        absurd_value | deep_value,
+    ),
+    deep_value,
+    absurd_value,
+    st.binary(max_size=200),
+)
+retry_after = st.one_of(
+    st.none(),
+    st.integers(0, 10**6).map(str),
+    st.integers(1, 6_000).map(lambda n: "9" * n),
+    st.sampled_from(
+        [
+            "999999999999999",
+            "²",
+            "٣",
+            "-5",
+            "+5",
+            " 5 ",
+            "1.5",
+            "0x10",
+            "Mon, 09 Feb 2026 09:05:00 GMT",
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+            "Mon, 32 Feb 2026 25:61:61 GMT",
+            "Thu, 01 Jan 1970 00:00:00 GMT",
+            "\t",
+        ]
+    ),
+)
+status = st.sampled_from([200, 201, 202, 204, 299, 400, 404, 410, 429, 500, 503, 599])
+HOUR = timedelta(hours=1)
+
+
+@pytest.fixture
+async def loopback(settings: Settings) -> AsyncIterator[tuple[Running, str, Agent, ManualClock]]:
+    settings = dataclasses.replace(settings, allow_private_targets=True)
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    agent = await Agent().start()
+    async with running(settings, clock) as r:
+        yield r, await admin_token(settings.database_url), agent, clock
+    await agent.stop()
+
+
+DELIVERY = """query($id: Int!) { cronWebhookDelivery(id: $id) {
+  status error nextAttemptAt attempts { responseStatus errorMessage } } }"""
+
+
+@FUZZ
+@given(code=status, answer=body, wait=retry_after)
+async def test_any_answer_ends_its_attempt_and_any_retry_is_within_the_hour(
+    loopback, code: int, answer: bytes, wait: str | None
+) -> None:  # type: ignore[no-untyped-def]
+    r, token, agent, clock = loopback
+    headers = {"Retry-After": wait} if wait is not None else {}
+
+    async def respond(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=code, body=answer, headers=headers)
+
+    url = agent.url_for(f"a{len(agent.routes)}", respond)
+    hook, _ = await create_webhook(r, token, url, maxRetries=1, writePatterns=["fuzz/*"])
+    delivery_id = await trigger(r, token, hook)
+
+    async def recorded() -> dict[str, Any] | None:
+        _, got = await r.graphql(token, DELIVERY, {"id": delivery_id})
+        d: dict[str, Any] = got["data"]["cronWebhookDelivery"]
+        return d if d["attempts"] else None
+
+    d = await eventually(recorded, timeout=30)
+    [attempt] = d["attempts"]
+    assert attempt["responseStatus"] == code
+    if d["status"] == "pending":  # failed, and the retry is scheduled: within the hour
+        assert attempt["errorMessage"], d
+        due = datetime.fromisoformat(d["nextAttemptAt"])
+        assert clock.now() <= due <= clock.now() + HOUR, (wait, d)
+    elif d["status"] == "failed":
+        assert code == 410, d  # 410 Gone ends it at once; any other failure waits for a retry
+    else:
+        assert d["status"] == "success" and 200 <= code < 300, d
+    if answer.startswith(b"{") and json.dumps(d).find("nested deeper") >= 0:
+        assert attempt["errorMessage"] == "answer nested deeper than 64 levels"
