@@ -145,6 +145,20 @@ def drive(base: str, token: str, ids: dict[str, int], later: Later) -> dict[str,
             ec.visibility_of_element_located((By.CSS_SELECTOR, "#deliveries .no-response"))
         ).text
         shoot(driver, "web-page-failed-attempt.png", driver.find_element(By.ID, "history"))
+
+        # A delivery waiting for its retry says when (nextAttemptAt).
+        busy_row = f'#webhooks tr[data-id="{ids["busy"]}"]'
+        driver.find_element(By.CSS_SELECTOR, f"{busy_row} button.show-history").click()
+        waiting = wait.until(
+            ec.presence_of_element_located(
+                (By.CSS_SELECTOR, f'#deliveries tr.delivery[data-id="{ids["busy_delivery"]}"]')
+            )
+        )
+        waiting.click()
+        seen["next_attempt"] = wait.until(
+            ec.visibility_of_element_located((By.CSS_SELECTOR, "#deliveries .next-attempt"))
+        ).text
+        shoot(driver, "web-page-retry-scheduled.png", driver.find_element(By.ID, "history"))
         shoot(driver, "web-page-agents.png", driver.find_element(By.ID, "agents-section"))
         seen["console"] = console(driver)
         return seen
@@ -208,6 +222,8 @@ async def test_the_page_refreshes_keeps_what_is_open_and_says_when_what_and_why(
     assert all(name in seen["legend"] for name in ("Succeeded", "Failed", "p95"))
     # Why the failed attempt has no response.
     assert seen["no_response"].startswith("No response: connection error: Cannot connect")
+    # A scheduled retry: when, in the webhook's zone (UTC here), 600 s after the 503.
+    assert seen["next_attempt"].startswith("Next attempt at ") and "UTC" in seen["next_attempt"]
     # Agents with their armed triggers.
     assert "digest-agent" in seen["agents"] and "nightly-digest" in seen["agents"]
     assert problems(seen["console"]) == []
@@ -257,6 +273,15 @@ async def history_to_show(
     )
     assert (await finished(r, token, await trigger(r, token, broken)))["status"] == "failed"
 
+    async def unavailable(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=503, text="busy", headers={"Retry-After": "600"})
+
+    busy, _ = await create_webhook(
+        r, token, agent.url_for("busy", unavailable), maxRetries=2, description="busy agent"
+    )
+    busy_delivery = await trigger(r, token, busy)
+    await eventually(lambda: retry_due(settings.database_url, busy_delivery))
+
     _, body = await r.graphql(
         token,
         CREATE_AGENT,
@@ -276,4 +301,11 @@ async def history_to_show(
         ) as resp,
     ):
         assert resp.status == 200, await resp.text()
-    return {"berlin": berlin, "manual": manual, "scheduled": scheduled, "broken": broken}
+    return {
+        "berlin": berlin,
+        "manual": manual,
+        "scheduled": scheduled,
+        "broken": broken,
+        "busy": busy,
+        "busy_delivery": busy_delivery,
+    }

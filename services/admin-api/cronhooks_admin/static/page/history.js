@@ -17,8 +17,8 @@ function query(kind) {
   webhook: ${api.one}(id: $id) { id url ${kind === "cron" ? "timezone" : ""}
     dailyStats(days: 7) { day total succeeded failed p95DurationMs } }
   deliveries: ${api.deliveries} {
-    id status trigger scheduledFor attempt durationMs error createdAt completedAt
-    attempts { attempt requestBody responseStatus responseBody errorMessage durationMs startedAt logsExpired } } }`;
+    id status trigger scheduledFor attempt durationMs error createdAt completedAt nextAttemptAt
+    attempts { attempt requestBody requestBodyTruncated responseStatus responseBody errorMessage durationMs startedAt logsExpired } } }`;
 }
 
 export async function openHistory(kind, id) {
@@ -128,7 +128,10 @@ function attemptViews(d, zone) {
     const why = d.status === "skipped" ? text(d.error) : "No attempt has finished yet.";
     return [el("div", { class: "muted attempt-none" }, why)];
   }
-  return d.attempts.map(a => {
+  // A scheduled retry says when (CONTRACT §15: nextAttemptAt).
+  const next = d.nextAttemptAt
+    ? [el("div", { class: "muted next-attempt" }, `Next attempt at ${when(d.nextAttemptAt, zone)}`)] : [];
+  return next.concat(d.attempts.map(a => {
     const head = el("div", { class: "attempt-head" },
       el("strong", {}, `Attempt ${a.attempt}`),
       a.attempt > 1 ? el("span", { class: "badge" }, "retry") : null,
@@ -148,7 +151,8 @@ function attemptViews(d, zone) {
     return el("div", { class: "attempt" }, head,
       a.errorMessage && a.responseBody ? el("div", { class: "status-failed" }, a.errorMessage) : null,
       el("div", { class: "bodies" },
-        el("div", {}, el("div", { class: "muted small" }, "Request"), el("pre", { class: "request" }, pretty(a.requestBody))),
+        el("div", {}, el("div", { class: "muted small" }, a.requestBodyTruncated ? "Request (its first 64 KiB)" : "Request"),
+          el("pre", { class: "request" }, a.requestBodyTruncated ? a.requestBody : pretty(a.requestBody))),
         el("div", {}, el("div", { class: "muted small" }, "Response"), response)));
-  });
+  }));
 }
