@@ -74,3 +74,9 @@ def test_anything_else_is_no_answer_the_usual_backoff(header: str) -> None:
 def test_retry_after_wins_over_backoff() -> None:
     assert next_attempt_at(1, "5", NOW) == NOW + timedelta(seconds=5)
     assert next_attempt_at(2, None, NOW) == NOW + timedelta(seconds=30)
+
+
+def test_a_retry_after_of_zero_asks_for_no_wait_the_usual_backoff() -> None:
+    """Not a retry at once: a fire is retried for 15 minutes, and `503` + `0` would loop."""
+    assert next_attempt_at(1, "0", NOW) == NOW + timedelta(seconds=10)
+    assert next_attempt_at(1, "000", NOW) == NOW + timedelta(seconds=10)

@@ -38,7 +38,7 @@ from cronhooks_common.signing import USER_AGENT
 from cronhooks_dispatcher import sender
 from cronhooks_dispatcher.lookup import Lookup
 from cronhooks_dispatcher.recording import Record, RecordWriter
-from cronhooks_dispatcher.retry import retry_after
+from cronhooks_dispatcher.retry import wait_before
 
 log = structlog.get_logger(__name__)
 
@@ -141,8 +141,7 @@ class FireCaller:
         if delivered:
             kind, data = EventType.TRIGGER_FIRED, {**base, "outcome": "delivered"}
         else:
-            wait = retry_after(result.retry_after, now)
-            retry_at = now + (fire_backoff(d["attempt"]) if wait is None else wait)
+            retry_at = now + wait_before(result.retry_after, now, fire_backoff(d["attempt"]))
             if retry_at <= datetime.fromisoformat(d["fire_at"]) + FIRE_WINDOW:
                 kind = EventType.TRIGGER_ATTEMPT_FAILED
                 data = {**base, "retry_at": iso(retry_at), "next_attempt": d["attempt"] + 1}

@@ -52,5 +52,11 @@ def retry_after(header: str | None, now: datetime) -> timedelta | None:
 
 
 def next_attempt_at(attempt: int, header: str | None, now: datetime) -> datetime:
-    wait = retry_after(header, now)
-    return now + (backoff(attempt) if wait is None else wait)
+    return now + wait_before(header, now, backoff(attempt))
+
+
+def wait_before(header: str | None, now: datetime, usual: timedelta) -> timedelta:
+    """The agent's wait when it asks for one, else `usual`. `Retry-After: 0` asks for none:
+    the usual backoff, so an agent answering `503` + `0` cannot make a fire (retried for 15
+    minutes) or a delivery retry in a tight loop."""
+    return retry_after(header, now) or usual
