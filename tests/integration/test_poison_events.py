@@ -20,6 +20,7 @@ from cronhooks_dispatcher import delivery as dispatcher_delivery
 from cronhooks_dispatcher import fire as dispatcher_fire
 from cronhooks_dispatcher import payload
 from cronhooks_importer import imports
+from cronhooks_scheduler import app as scheduler_app
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, finished, provision_now, trigger, trigger_ended
 from tests.support.inprocess import admin_token, eventually, running
@@ -172,3 +173,54 @@ async def test_a_fire_that_cannot_be_sent_ends_failed(
         assert job["lastError"] == "internal error: Injected: cannot sign this fire"
         assert agent.received == []
         assert await dead_letters(settings, "dispatcher") == 0
+
+
+async def test_a_retry_the_scheduler_cannot_schedule_ends_its_delivery(
+    settings: Settings, clock: ManualClock, agent: Agent, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Without its retry timer a delivery would wait for nothing: it fails for good."""
+
+    async def broken(conn: Any, event: Any) -> None:
+        raise Injected("cannot make this timer")
+
+    monkeypatch.setattr(scheduler_app, "on_attempt_failed", broken)
+
+    async def busy(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=503)
+
+    async with running(settings, clock) as r:
+        token = await admin_token(settings.database_url)
+        url = agent.url_for("busy", busy)
+        hook, _ = await create_webhook(r, token, url, maxRetries=2, concurrencyPolicy="FORBID")
+        done = await finished(r, token, await trigger(r, token, hook), timeout=30)
+        assert (done["status"], done["error"]) == (
+            "failed",
+            "internal error: Injected: cannot make this timer",
+        )
+        assert await dead_letters(settings, "scheduler") == 0
+
+
+async def test_a_fire_retry_the_scheduler_cannot_schedule_ends_the_fire(
+    settings: Settings, clock: ManualClock, agent: Agent, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    original = scheduler_app.on_trigger_event
+
+    async def broken(conn: Any, event: Any) -> None:
+        if event.type == "trigger.attempt_failed":
+            raise Injected("cannot make this timer")
+        await original(conn, event)
+
+    monkeypatch.setattr(scheduler_app, "on_trigger_event", broken)
+
+    async def busy(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=503)
+
+    agent.url_for("cb/api/cron/fire", busy)
+    async with running(settings, clock) as r:
+        admin = await admin_token(settings.database_url)
+        callback = f"http://127.0.0.1:{agent.port}/cb"
+        agent_id = await provision_now(r, admin, callback, clock.now().isoformat())
+        job = await trigger_ended(r, admin, agent_id)
+        assert (job["state"], job["lastOutcome"]) == ("failed", "failed")
+        assert job["lastError"] == "internal error: Injected: cannot make this timer"
+        assert await dead_letters(settings, "scheduler") == 0

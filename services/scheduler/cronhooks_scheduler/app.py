@@ -19,6 +19,7 @@ from cronhooks_common.consumer import Consumer
 from cronhooks_common.events import Event, EventType
 from cronhooks_common.retention import RetentionJob
 from cronhooks_common.service import Runtime
+from cronhooks_scheduler.faults import make_fault_ender
 from cronhooks_scheduler.loop import SchedulerLoop
 from cronhooks_scheduler.retries import on_attempt_failed
 from cronhooks_scheduler.timers import HANDLED, on_webhook_event
@@ -48,6 +49,7 @@ class Scheduler:
             inbox="scheduler.inbox",
             routing_keys=(*HANDLED, EventType.DELIVERY_ATTEMPT_FAILED, *TRIGGER_EVENTS),
             transactional=handle,
+            on_poison=make_fault_ender(runtime.pool, runtime.clock),
             queue_type=runtime.settings.queue_type,
         )
         self.retention = RetentionJob(

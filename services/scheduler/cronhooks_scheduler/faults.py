@@ -1,0 +1,89 @@
+"""What a poison event left pending, ended by the scheduler (CONTRACT §15).
+
+The consumer calls `end_by_fault` for an event it could not handle however often it tried,
+before it would dead-letter the message. The scheduler's events that leave something
+waiting on it are failed attempts: without their retry timer a delivery (or a fire) would
+wait for nothing. So the delivery fails for good (`delivery.failed`, `internal error: …`;
+the dispatcher releases its lanes when it sees it) and the fire ends failed
+(`trigger.fired`), appended after the event on its stream, once (inbox). Anything else
+is left to the dead-letter queue: nothing waits on it (a webhook's timer is rebuilt by its
+next event; a delivery left pending is the watchdog's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from cronhooks_common import eventstore
+from cronhooks_common.buckets import Router
+from cronhooks_common.clock import Clock
+from cronhooks_common.consumer import PoisonHandler, claim_event
+from cronhooks_common.events import Causation, Event, EventType, NewEvent
+from cronhooks_common.faults import internal_error
+
+INBOX = "scheduler.inbox"
+_DELIVERY_FIELDS = (
+    "delivery_id",
+    "webhook_id",
+    "kind",
+    "attempt",
+    "scheduled_for",
+    "trigger",
+    "missed_count",
+)
+
+
+def ending(event: Event, error: Exception) -> NewEvent | None:
+    """The event that ends what `event` left waiting on a timer that was never made. Pure."""
+    d: dict[str, Any] = event.data
+    if event.type == EventType.DELIVERY_ATTEMPT_FAILED:
+        fields = {k: d[k] for k in _DELIVERY_FIELDS if k in d}
+        return NewEvent(
+            EventType.DELIVERY_FAILED,
+            {
+                **fields,
+                "status": "failed",
+                "error": internal_error(error),
+                "response_status": None,
+                "duration_ms": None,
+            },
+        )
+    if event.type == EventType.TRIGGER_ATTEMPT_FAILED:
+        fields = {k: v for k, v in d.items() if k not in ("retry_at", "next_attempt")}
+        return NewEvent(
+            EventType.TRIGGER_FIRED,
+            {**fields, "status": None, "error": internal_error(error), "outcome": "failed"},
+        )
+    return None
+
+
+def make_fault_ender(pool: asyncpg.Pool, clock: Clock) -> PoisonHandler:
+    router = Router()
+
+    async def end_by_fault(event_id: UUID, stream: str, error: Exception) -> bool:
+        async with pool.acquire() as conn, conn.transaction():
+            found = await eventstore.read_events(conn, [(event_id, stream)], router)
+            event = found.get(event_id)
+            ended = None if event is None else ending(event, error)
+            if event is None or ended is None:
+                return False
+            if not await claim_event(conn, INBOX, event):
+                return True
+            try:
+                async with conn.transaction():  # savepoint: a stream that moved on stands
+                    await eventstore.append(
+                        conn,
+                        event.stream,
+                        [ended],
+                        expected_version=event.version,
+                        causation=Causation.following(event, actor="scheduler"),
+                        occurred_at=clock.now(),
+                    )
+            except eventstore.ConcurrencyError:
+                pass
+        return True
+
+    return end_by_fault
