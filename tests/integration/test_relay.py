@@ -23,10 +23,13 @@ from cronhooks_common.events import Causation, Event, NewEvent
 from cronhooks_common.relay import RELAY_LOCK, STANDBY_POLL_SECONDS, OutboxRelay
 
 WRITERS = 8
-# The relay leader's granted advisory lock: `select l.pid` or `count(*)` of it.
+# The relay leader's granted advisory lock: `select l.pid` or `count(*)` of it. In this
+# test's database only: another instance on the same server (`make up` beside `make test`)
+# holds the same lock number in its own database.
 LEADER_LOCK = """
 from pg_locks l
 where l.locktype = 'advisory' and l.granted
+  and l.database = (select oid from pg_database where datname = current_database())
   and ((l.classid::bigint << 32) | l.objid::bigint) = $1
 """
 EVENTS = 2000
