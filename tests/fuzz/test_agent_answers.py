@@ -124,7 +124,11 @@ async def test_any_answer_ends_its_attempt_and_any_retry_is_within_the_hour(
     async def recorded() -> dict[str, Any] | None:
         _, got = await r.graphql(token, DELIVERY, {"id": delivery_id})
         d: dict[str, Any] = got["data"]["cronWebhookDelivery"]
-        return d if d["attempts"] else None
+        # The delivery's row and its attempts are two reads: a row read just before the
+        # outcome was projected can come with attempts read just after. Status and
+        # nextAttemptAt are one row: wait until it says how the attempt ended.
+        ended = d["status"] != "pending" or d["nextAttemptAt"] is not None
+        return d if d["attempts"] and ended else None
 
     d = await eventually(recorded, timeout=30)
     [attempt] = d["attempts"]
