@@ -6,14 +6,15 @@ real database and broker; the fault is injected into our own code, nothing is mo
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 import pytest
 from aiohttp import web
 
-from cronhooks_common import broker
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
 from cronhooks_dispatcher import delivery as dispatcher_delivery
@@ -21,6 +22,7 @@ from cronhooks_dispatcher import fire as dispatcher_fire
 from cronhooks_dispatcher import payload
 from cronhooks_importer import imports
 from cronhooks_scheduler import app as scheduler_app
+from tests.support import rabbit
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, finished, provision_now, trigger, trigger_ended
 from tests.support.inprocess import admin_token, eventually, running
@@ -45,14 +47,7 @@ def clock() -> ManualClock:
 
 
 async def dead_letters(settings: Settings, consumer: str) -> int:
-    """Messages parked in a consumer's dead-letter queue, counted live (not the stats API)."""
-    amqp = await broker.connect(settings.amqp_url, name="dead-letter-check")
-    try:
-        channel = await amqp.channel()
-        queue = await channel.declare_queue(f"cronhooks.{consumer}.dead", passive=True)
-        return int(queue.declaration_result.message_count or 0)
-    finally:
-        await amqp.close()
+    return await rabbit.dead_letters(settings.amqp_url, consumer)
 
 
 async def test_two_dispatchers_end_a_poison_delivery_and_its_group_goes_on(
@@ -66,13 +61,32 @@ async def test_two_dispatchers_end_a_poison_delivery_and_its_group_goes_on(
         return build(request, **kw)
 
     monkeypatch.setattr(payload, "build_body", broken)
+    hold = asyncio.Event()
+
+    async def held(_: web.Request, __: Received) -> web.StreamResponse:
+        await hold.wait()  # "first" holds the group while the others line up behind it
+        return web.json_response({"status": "ok"})
+
     async with running(settings, clock) as r, running(settings, clock, names=("dispatcher",)):
         token = await admin_token(settings.database_url)
         hooks = [
-            (await create_webhook(r, token, agent.url, instruction=i, executionGroup="g"))[0]
+            (
+                await create_webhook(
+                    r,
+                    token,
+                    agent.url_for("first", held) if i == "first" else agent.url,
+                    instruction=i,
+                    executionGroup="g",
+                )
+            )[0]
             for i in ("first", POISON, "third", "fourth")
         ]
-        ids = [await trigger(r, token, h) for h in hooks]  # one at a time, in this order
+        ids = [await trigger(r, token, hooks[0])]
+        await agent.wait_for(1, name="first")
+        for hook in hooks[1:]:  # each queued before the next is requested: the group's order
+            ids.append(await trigger(r, token, hook))
+            await eventually(lambda: _queued(settings.database_url, ids[-1]))
+        hold.set()
         outcomes = [await finished(r, token, i, timeout=30) for i in ids]
         assert [o["status"] for o in outcomes] == ["success", "failed", "success", "success"]
         poisoned = outcomes[1]
@@ -81,6 +95,20 @@ async def test_two_dispatchers_end_a_poison_delivery_and_its_group_goes_on(
         got = [json_body(x)["instruction"] for x in agent.received]
         assert got == ["first", "third", "fourth"]  # in group order, the poison never sent
         assert await dead_letters(settings, "dispatcher") == 0
+
+
+async def _queued(dsn: str, delivery_id: int) -> bool:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return bool(
+            await conn.fetchval(
+                "select count(*) from eventstore.events where stream = $1 and type = $2",
+                f"delivery-{delivery_id}",
+                "delivery.queued",
+            )
+        )
+    finally:
+        await conn.close()
 
 
 def json_body(received: Received) -> dict[str, Any]:

@@ -93,3 +93,17 @@ async def queue_depth(vhost: str, queue: str) -> int:
         if r.status != 200:
             return 0
         return int((await r.json()).get("messages", 0))
+
+
+async def dead_letters(amqp_url: str, consumer: str) -> int:
+    """Messages parked in a consumer's dead-letter queue, counted live by a passive
+    declare (the management API's figures lag)."""
+    from cronhooks_common import broker
+
+    amqp = await broker.connect(amqp_url, name="dead-letter-check")
+    try:
+        channel = await amqp.channel()
+        queue = await channel.declare_queue(f"cronhooks.{consumer}.dead", passive=True)
+        return int(queue.declaration_result.message_count or 0)
+    finally:
+        await amqp.close()
