@@ -4,12 +4,22 @@
 reason of ours rather than the agent's — a record the database refused, an event that
 could not be handled however often it was tried. `abandoned` is the scheduler's
 watchdog's word for a delivery that had no outcome in time (the dispatcher counts it
-for the webhook's health).
+for the webhook's health). `poison_ender` is how a transactional consumer ends what a
+poison event left waiting (the importer's verdict, the scheduler's retries).
 """
 
 from __future__ import annotations
 
-from cronhooks_common.events import storable
+from collections.abc import Callable
+from uuid import UUID
+
+import asyncpg
+
+from cronhooks_common import eventstore
+from cronhooks_common.buckets import Router
+from cronhooks_common.clock import Clock
+from cronhooks_common.consumer import PoisonHandler, claim_event
+from cronhooks_common.events import Causation, Event, NewEvent, storable
 
 ABANDONED = "abandoned"
 _WHAT = 300  # characters of the exception kept
@@ -22,3 +32,43 @@ def internal_error(exc: BaseException) -> str:
     if len(what) > _WHAT:
         what = what[:_WHAT] + "…"
     return storable(f"internal error: {what}")
+
+
+# What ends a poison event: the event to append after it on its stream, or None when the
+# event leaves nothing waiting (its message is then dead-lettered).
+Ending = Callable[[Event, Exception], NewEvent | None]
+
+
+def poison_ender(
+    pool: asyncpg.Pool, *, inbox: str, actor: str, clock: Clock, ending: Ending
+) -> PoisonHandler:
+    """A consumer's `on_poison` for a transactional service: read the event as the store
+    holds it, and append `ending(event, error)` right after it on its stream — once (the
+    service's inbox, in the same transaction), and only while nothing else followed it (a
+    stream that moved on already has its end: that one stands)."""
+    router = Router()
+
+    async def end_by_fault(event_id: UUID, stream: str, error: Exception) -> bool:
+        async with pool.acquire() as conn, conn.transaction():
+            found = await eventstore.read_events(conn, [(event_id, stream)], router)
+            event = found.get(event_id)
+            ended = None if event is None else ending(event, error)
+            if event is None or ended is None:
+                return False
+            if not await claim_event(conn, inbox, event):
+                return True
+            try:
+                async with conn.transaction():  # savepoint: a refused append leaves nothing
+                    await eventstore.append(
+                        conn,
+                        event.stream,
+                        [ended],
+                        expected_version=event.version,
+                        causation=Causation.following(event, actor=actor),
+                        occurred_at=clock.now(),
+                    )
+            except eventstore.ConcurrencyError:
+                pass
+        return True
+
+    return end_by_fault

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from uuid import UUID
 
 import asyncpg
 import structlog
 from prometheus_client import Counter
 
 from cronhooks_common import eventstore
-from cronhooks_common.buckets import Router
 from cronhooks_common.clock import Clock
-from cronhooks_common.consumer import claim_event
+from cronhooks_common.consumer import PoisonHandler
 from cronhooks_common.events import Causation, Event, EventType, NewEvent
-from cronhooks_common.faults import internal_error
+from cronhooks_common.faults import internal_error, poison_ender
 from cronhooks_importer.rules import FORBIDDEN, Change, ChangeError, allowed_by, parse_changes
 from cronhooks_importer.store import Applied, Rejected, apply_changes
 
@@ -168,32 +166,13 @@ def _common(d: Mapping[str, object]) -> dict[str, object]:
     }
 
 
-def make_fault_ender(pool: asyncpg.Pool, inbox: str, clock: Clock):  # type: ignore[no-untyped-def]
-    """The consumer's `on_poison`: an import that keeps failing is rejected with
-    `internal error: …`, once (inbox), so the dispatcher ends its attempt."""
-    router = Router()
+def rejected_by_fault(event: Event, error: Exception) -> NewEvent | None:
+    """An import that keeps failing is rejected with `internal error: …`, so the dispatcher
+    ends its attempt (the consumer's `on_poison`, through `poison_ender`)."""
+    if event.type != EventType.DELIVERY_CHANGES_RECEIVED:
+        return None
+    return verdict(_common(event.data), [], [ChangeError("", internal_error(error))])
 
-    async def end_by_fault(event_id: UUID, stream: str, error: Exception) -> bool:
-        async with pool.acquire() as conn, conn.transaction():
-            event = (await eventstore.read_events(conn, [(event_id, stream)], router)).get(event_id)
-            if event is None or event.type != EventType.DELIVERY_CHANGES_RECEIVED:
-                return False
-            if not await claim_event(conn, inbox, event):
-                return True
-            rejected = verdict(_common(event.data), [], [ChangeError("", internal_error(error))])
-            try:
-                async with conn.transaction():
-                    await eventstore.append(
-                        conn,
-                        event.stream,
-                        [rejected],
-                        expected_version=event.version,
-                        causation=Causation.following(event, actor="importer"),
-                        occurred_at=clock.now(),
-                    )
-            except eventstore.ConcurrencyError:
-                pass  # the delivery ended meanwhile: nothing waits for this verdict
-        BATCHES.labels("delivery", "rejected").inc()
-        return True
 
-    return end_by_fault
+def make_fault_ender(pool: asyncpg.Pool, inbox: str, clock: Clock) -> PoisonHandler:
+    return poison_ender(pool, inbox=inbox, actor="importer", clock=clock, ending=rejected_by_fault)

@@ -13,16 +13,13 @@ next event; a delivery left pending is the watchdog's).
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 import asyncpg
 
-from cronhooks_common import eventstore
-from cronhooks_common.buckets import Router
 from cronhooks_common.clock import Clock
-from cronhooks_common.consumer import PoisonHandler, claim_event
-from cronhooks_common.events import Causation, Event, EventType, NewEvent
-from cronhooks_common.faults import internal_error
+from cronhooks_common.consumer import PoisonHandler
+from cronhooks_common.events import Event, EventType, NewEvent
+from cronhooks_common.faults import internal_error, poison_ender
 
 INBOX = "scheduler.inbox"
 _DELIVERY_FIELDS = (
@@ -61,29 +58,4 @@ def ending(event: Event, error: Exception) -> NewEvent | None:
 
 
 def make_fault_ender(pool: asyncpg.Pool, clock: Clock) -> PoisonHandler:
-    router = Router()
-
-    async def end_by_fault(event_id: UUID, stream: str, error: Exception) -> bool:
-        async with pool.acquire() as conn, conn.transaction():
-            found = await eventstore.read_events(conn, [(event_id, stream)], router)
-            event = found.get(event_id)
-            ended = None if event is None else ending(event, error)
-            if event is None or ended is None:
-                return False
-            if not await claim_event(conn, INBOX, event):
-                return True
-            try:
-                async with conn.transaction():  # savepoint: a stream that moved on stands
-                    await eventstore.append(
-                        conn,
-                        event.stream,
-                        [ended],
-                        expected_version=event.version,
-                        causation=Causation.following(event, actor="scheduler"),
-                        occurred_at=clock.now(),
-                    )
-            except eventstore.ConcurrencyError:
-                pass
-        return True
-
-    return end_by_fault
+    return poison_ender(pool, inbox=INBOX, actor="scheduler", clock=clock, ending=ending)
