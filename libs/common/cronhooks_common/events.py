@@ -80,6 +80,20 @@ def storable_json(value: Any) -> bool:
     return True
 
 
+def delivery_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The fields every `delivery.*` event carries (CONTRACT §6), from a request's or an
+    earlier delivery event's data."""
+    return {
+        "delivery_id": data["delivery_id"],
+        "webhook_id": data["webhook_id"],
+        "kind": data.get("kind", CRON),
+        "attempt": data["attempt"],
+        "scheduled_for": data.get("scheduled_for"),
+        "trigger": data["trigger"],
+        "missed_count": data.get("missed_count", 0),
+    }
+
+
 def webhook_stream(webhook_id: int) -> str:
     return f"webhook-{webhook_id}"
 

@@ -150,9 +150,11 @@ class DispatcherService:
             event = found.stored
             if event is None:
                 return False  # not in the store: nothing started, dead-letter the message
+            if found.handled:
+                return True  # ended meanwhile (a redelivery, the watchdog)
             if event.type == EventType.TRIGGER_REQUESTED:
-                return await fires.end_by_fault(event, found, error)
-            return await dispatcher.end_by_fault(event, found, error)
+                return await fires.end_by_fault(event, error)
+            return await dispatcher.end_by_fault(event, error)
 
         self._consumer = Consumer(
             name="dispatcher",

@@ -13,7 +13,7 @@ What an attempt leads to (all on the delivery's own stream):
 * failure with attempts left → `delivery.attempt_failed` with `retry_at` (the scheduler
   turns it into a durable retry timer); without → `delivery.failed`.
 Finished deliveries feed the webhook's health (health.py): 410 Gone or too many
-consecutive failures disable it.
+consecutive failures disable it. records.py words each of these records.
 
 Nothing an agent sends can leave a delivery pending (CONTRACT §15): judging the answer
 never raises (outcome.py, retry.py), and a record the database refuses is replaced by a
@@ -36,18 +36,18 @@ import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
 from cronhooks_common import logs
-from cronhooks_common.clock import Clock, iso
+from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import TRANSIENT, claim_event
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.events import CRON, Causation, Event, EventType, NewEvent, storable
-from cronhooks_common.faults import ABANDONED, internal_error
+from cronhooks_common.events import CRON, Causation, Event, EventType, storable
+from cronhooks_common.faults import ABANDONED
 from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.tokens import ApiTokens
-from cronhooks_dispatcher import context_notes, health, lanes, payload, sender
+from cronhooks_dispatcher import context_notes, health, lanes, payload, records, sender
 from cronhooks_dispatcher.lookup import Lookup
-from cronhooks_dispatcher.outcome import Outcome, classify, import_outcome
+from cronhooks_dispatcher.outcome import classify, import_outcome
 from cronhooks_dispatcher.recording import INBOX, Health, Record, RecordWriter
-from cronhooks_dispatcher.recording import Attempt as AttemptRow
+from cronhooks_dispatcher.records import Attempt
 from cronhooks_dispatcher.retry import next_attempt_at
 
 log = structlog.get_logger(__name__)
@@ -55,7 +55,6 @@ log = structlog.get_logger(__name__)
 MAX_LOGGED_RESPONSE = 64 << 10
 
 ATTEMPTS = Counter("cronhooks_dispatcher_attempts_total", "HTTP attempts", ["outcome"])
-DELIVERIES = Counter("cronhooks_dispatcher_deliveries_total", "Finished deliveries", ["outcome"])
 DURATION = Histogram(
     "cronhooks_dispatcher_attempt_seconds",
     "Duration of HTTP attempts",
@@ -67,27 +66,6 @@ FIRE_LAG = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
 )
 IN_FLIGHT = Gauge("cronhooks_dispatcher_in_flight", "HTTP attempts in progress")
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """What one HTTP attempt sent and got: the attempt log row and the outcome event data."""
-
-    request: dict[str, Any]  # the delivery.requested data
-    started_at: datetime
-    request_body: str  # as sent, api_token redacted, cut at 64 KiB
-    response_status: int | None
-    response_body: str | None
-    duration_ms: int
-    request_body_truncated: bool = False
-
-    @property
-    def delivery_id(self) -> int:
-        return int(self.request["delivery_id"])
-
-    @property
-    def number(self) -> int:
-        return int(self.request["attempt"])
 
 
 class SigningKeys:
@@ -154,35 +132,22 @@ class Dispatcher:
                 "delete from dispatcher.attempts where delivery_id = $1", delivery_id
             )
             if d.get("error") == ABANDONED:
-                raised = await health.record_failure(
-                    conn,
-                    webhook_id=webhook_id,
-                    gone=False,
-                    error=ABANDONED,
-                    kind=d.get("kind", CRON),
-                    disable_after=self.writer.auto_disable_after,
-                    alerts=self.writer.alerts,
-                    causation=Causation.following(event, actor="dispatcher"),
-                    now=self.clock.now(),
-                )
+                abandoned = Health(webhook_id, False, False, ABANDONED, d.get("kind", CRON))
+                causation = Causation.following(event, actor="dispatcher")
+                raised = await self.writer.count_failure(conn, abandoned, causation)
         self.writer.alerts.committed([raised] if raised else [])
 
-    async def end_by_fault(self, event: Event, found: Lookup, error: Exception) -> bool:
-        """End the delivery a poison event belongs to (the consumer's `on_poison`): it
-        fails for good with `internal error: …` — not retried, as the same event would
-        fail the same way — and releases its lanes. False for events that start nothing."""
-        if found.handled:
-            return True
+    async def end_by_fault(self, event: Event, error: Exception) -> bool:
+        """End the delivery a poison event (not handled yet) belongs to — the consumer's
+        `on_poison`: it fails for good with `internal error: …` — not retried, as the same
+        event would fail the same way — and releases its lanes. False for events that
+        start nothing."""
         if event.type == EventType.DELIVERY_REQUESTED:
             request = event.data
         elif event.type == EventType.DELIVERY_RELEASED:
             request = lanes.released_request(event)
         elif event.type in (EventType.NOTES_IMPORTED, EventType.NOTES_REJECTED):
-            row = await self.pool.fetchrow(
-                "select request from dispatcher.attempts where delivery_id = $1 and attempt = $2",
-                event.data["delivery_id"],
-                event.data["attempt"],
-            )
+            row = await self._waiting_attempt(event)
             if row is None:
                 return True  # no attempt waits for this verdict
             request = row["request"]
@@ -190,8 +155,7 @@ class Dispatcher:
             return False
         now = self.clock.now()
         attempt = Attempt(request, now, "", None, None, 0)
-        outcome = Outcome(False, internal_error(error))
-        await self.writer.write(self._finish(event, attempt, outcome, now, final=True))
+        await self.writer.write(records.failed_by_fault(event, attempt, error, now, final=True))
         return True
 
     async def _forbidden(self, event: Event) -> bool:
@@ -213,21 +177,6 @@ class Dispatcher:
         # A manual trigger runs regardless; only schedule slots are skipped.
         return bool(holder != request["delivery_id"] and request["trigger"] == "schedule")
 
-    def _skipped(self, event: Event) -> Record:
-        data = {
-            **_delivery_fields(event.data),
-            "attempt": 0,
-            "status": "skipped",
-            "reason": "concurrency",
-            "skipped_count": 1,
-            "policy": "FORBID",
-        }
-        log.info("delivery_skipped", reason="concurrency")
-        return Record(
-            cause=event,
-            event=NewEvent(EventType.DELIVERY_SKIPPED, data),
-        )
-
     # --- one HTTP attempt ----------------------------------------------------------------
 
     async def _deliver(self, event: Event, found: Lookup) -> None:
@@ -236,7 +185,7 @@ class Dispatcher:
             if found.handled:
                 return
             if await self._forbidden(event):
-                await self.writer.write(self._skipped(event))
+                await self.writer.write(records.skipped(event))
                 return
             # DELAY and execution groups (lanes.py); other requests never get here.
             if lanes.admits(request) and not await lanes.admit(self.pool, event, self.clock.now()):
@@ -309,24 +258,13 @@ class Dispatcher:
         outcome = classify(result)
         ATTEMPTS.labels("success" if outcome.succeeded else "failed").inc()
         if outcome.succeeded and outcome.changes is not None:
-            return self._changes(event, attempt, outcome.changes)
+            return records.changes_received(event, attempt, outcome.changes)
         retry_at = next_attempt_at(attempt.number, result.retry_after, self.clock.now())
-        return self._finish(event, attempt, outcome, retry_at)
+        return records.finished(event, attempt, outcome, retry_at)
 
     def _failed_by_fault(self, event: Event, attempt: Attempt, error: Exception) -> Record:
-        """A failed attempt saying `internal error: …`, retried as usual; of what came
-        back only the status is kept."""
-        bare = Attempt(
-            attempt.request,
-            attempt.started_at,
-            storable(attempt.request_body),
-            attempt.response_status,
-            None,
-            attempt.duration_ms,
-            attempt.request_body_truncated,
-        )
         retry_at = next_attempt_at(attempt.number, None, self.clock.now())
-        return self._finish(event, bare, Outcome(False, internal_error(error)), retry_at)
+        return records.failed_by_fault(event, attempt, error, retry_at)
 
     async def _send(
         self, request: dict[str, Any], keys: SecretKeys, now: datetime
@@ -370,49 +308,18 @@ class Dispatcher:
         )
         return payload.recorded(body, raw), result
 
-    # --- recording (each runs inside a group-committed savepoint) -------------------------
-
-    @staticmethod
-    def _row(attempt: Attempt, outcome: str, error: str | None) -> AttemptRow:
-        return AttemptRow(
-            delivery_id=attempt.delivery_id,
-            attempt=attempt.number,
-            webhook_id=int(attempt.request["webhook_id"]),
-            started_at=attempt.started_at,
-            duration_ms=attempt.duration_ms,
-            request_body=attempt.request_body,
-            request_body_truncated=attempt.request_body_truncated,
-            response_status=attempt.response_status,
-            response_body=attempt.response_body,
-            error=error,
-            outcome=outcome,
-            request=attempt.request,
-        )
-
-    def _changes(self, event: Event, attempt: Attempt, changes: list[Any]) -> Record:
-        request = attempt.request
-        data = {
-            **_delivery_fields(request),
-            "changes": changes,
-            "write_patterns": request["target"]["write_patterns"],
-            "max_depth": request["target"].get("max_depth", 1),
-            # Written one deeper than what the delivery answers (CONTRACT §4, §11): a cron
-            # slot is depth 0, a change delivery the depth of its note batch.
-            "depth": int(request.get("depth", 0)) + 1,
-        }
-        return Record(
-            cause=event,
-            event=NewEvent(EventType.DELIVERY_CHANGES_RECEIVED, data),
-            attempt=self._row(attempt, "importing", None),
-        )
-
-    async def _import_finished(self, event: Event) -> None:
-        """The importer applied or rejected an attempt's changes: finish that attempt."""
-        row = await self.pool.fetchrow(
+    async def _waiting_attempt(self, event: Event) -> asyncpg.Record | None:
+        """The attempt an importer's verdict answers, kept while it waits for it."""
+        row: asyncpg.Record | None = await self.pool.fetchrow(
             "select * from dispatcher.attempts where delivery_id = $1 and attempt = $2",
             event.data["delivery_id"],
             event.data["attempt"],
         )
+        return row
+
+    async def _import_finished(self, event: Event) -> None:
+        """The importer applied or rejected an attempt's changes: finish that attempt."""
+        row = await self._waiting_attempt(event)
         if row is None or row["outcome"] != "importing":
             return  # finished already (a redelivered verdict)
         attempt = Attempt(
@@ -426,82 +333,4 @@ class Dispatcher:
         )
         outcome = import_outcome(event.type, event.data)
         retry_at = next_attempt_at(attempt.number, None, self.clock.now())
-        await self.writer.write(self._finish(event, attempt, outcome, retry_at))
-
-    def _finish(
-        self,
-        cause: Event,
-        attempt: Attempt,
-        outcome: Outcome,
-        retry_at: datetime,
-        *,
-        final: bool = False,
-    ) -> Record:
-        """The record of a finished attempt and the event it leads to, after `cause` (the
-        request, or the importer's verdict) on the same stream. `final`: no retry, whatever
-        attempts are left."""
-        request = attempt.request
-        max_retries = int(request["target"].get("max_retries", 0))
-        final = final or outcome.succeeded or outcome.gone or attempt.number > max_retries
-        status = "success" if outcome.succeeded else "failed"
-        data: dict[str, Any] = {
-            **_delivery_fields(request),
-            "status": status,
-            "response_status": attempt.response_status,
-            "duration_ms": attempt.duration_ms,
-            "error": outcome.error,
-            "started_at": iso(attempt.started_at),
-            "request_body": attempt.request_body,
-            "response_body": attempt.response_body,
-        }
-        if attempt.request_body_truncated:  # only when cut, like context_truncated
-            data["request_body_truncated"] = True
-        if outcome.succeeded:
-            kind = EventType.DELIVERY_SUCCEEDED
-        elif final:
-            kind = EventType.DELIVERY_FAILED
-        else:
-            kind = EventType.DELIVERY_ATTEMPT_FAILED
-            data["retry_at"] = iso(retry_at)
-            data["next_attempt"] = attempt.number + 1
-        if final:
-            DELIVERIES.labels(status).inc()
-        log.info(
-            "delivery_attempted",
-            attempt=attempt.number,
-            status=status,
-            final=final,
-            response_status=attempt.response_status,
-            duration_ms=attempt.duration_ms,
-            error=outcome.error,
-        )
-        webhook_id = int(request["webhook_id"])
-        return Record(
-            cause=cause,
-            event=NewEvent(kind, data),
-            attempt=self._row(attempt, status, outcome.error),
-            release=(webhook_id, attempt.delivery_id) if final else None,
-            group_release=final and lanes.may_hold_group(request),
-            health=Health(
-                webhook_id,
-                outcome.succeeded,
-                outcome.gone,
-                outcome.error,
-                request.get("kind", CRON),
-            )
-            if final
-            else None,
-        )
-
-
-def _delivery_fields(request: dict[str, Any]) -> dict[str, Any]:
-    """The fields every `delivery.*` event carries (CONTRACT §6)."""
-    return {
-        "delivery_id": request["delivery_id"],
-        "webhook_id": request["webhook_id"],
-        "kind": request.get("kind", CRON),
-        "attempt": request["attempt"],
-        "scheduled_for": request.get("scheduled_for"),
-        "trigger": request["trigger"],
-        "missed_count": request.get("missed_count", 0),
-    }
+        await self.writer.write(records.finished(event, attempt, outcome, retry_at))

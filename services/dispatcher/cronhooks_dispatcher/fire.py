@@ -162,11 +162,9 @@ class FireCaller:
             event=NewEvent(kind, data),
         )
 
-    async def end_by_fault(self, event: Event, found: Lookup, error: Exception) -> bool:
-        """End a fire that could not be handled (the consumer's `on_poison`): its trigger
-        leaves `armed`, failed, saying `internal error: …`."""
-        if found.handled:
-            return True
+    async def end_by_fault(self, event: Event, error: Exception) -> bool:
+        """End a fire (not handled yet) that could not be handled — the consumer's
+        `on_poison`: its trigger leaves `armed`, failed, saying `internal error: …`."""
         data = {
             **event.data,
             "status": None,

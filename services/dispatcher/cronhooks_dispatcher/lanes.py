@@ -49,6 +49,7 @@ from cronhooks_common.events import (
     Event,
     EventType,
     NewEvent,
+    delivery_fields,
     delivery_stream,
     webhook_stream,
 )
@@ -83,18 +84,6 @@ def may_hold_group(request: dict[str, Any]) -> bool:
         or bool(group_of(request["target"]))
         or bool(request.get("execution_group"))
     )
-
-
-def _fields(request: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "delivery_id": request["delivery_id"],
-        "webhook_id": request["webhook_id"],
-        "kind": request.get("kind", CRON),
-        "attempt": request["attempt"],
-        "scheduled_for": request.get("scheduled_for"),
-        "trigger": request["trigger"],
-        "missed_count": request.get("missed_count", 0),
-    }
 
 
 class _Handled(Exception):
@@ -175,7 +164,7 @@ async def _wait_for_webhook(
             NewEvent(
                 EventType.DELIVERY_SKIPPED,
                 {
-                    **_fields(request),
+                    **delivery_fields(request),
                     "attempt": 0,
                     "status": "skipped",
                     "reason": "still_running",
@@ -197,7 +186,7 @@ async def _wait_for_webhook(
     await _follow(
         conn,
         cause,
-        NewEvent(EventType.DELIVERY_QUEUED, {**_fields(request), "waits_for": "webhook"}),
+        NewEvent(EventType.DELIVERY_QUEUED, {**delivery_fields(request), "waits_for": "webhook"}),
         now,
     )
     log.info("delivery_queued", waits_for="webhook")
@@ -225,7 +214,7 @@ async def _wait_for_group(
         cause,
         NewEvent(
             EventType.DELIVERY_QUEUED,
-            {**_fields(request), "waits_for": "group", "execution_group": group},
+            {**delivery_fields(request), "waits_for": "group", "execution_group": group},
         ),
         now,
     )
@@ -392,7 +381,7 @@ class _Promotion:
     def _skip(self, q: _Queued, state: _Webhook | None) -> None:
         reason = "deleted" if state is None or state.deleted else "disabled"
         data = {
-            **_fields(q.request),
+            **delivery_fields(q.request),
             "attempt": 0,
             "status": "skipped",
             "reason": reason,

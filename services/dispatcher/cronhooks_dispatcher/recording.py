@@ -91,7 +91,7 @@ class RecordWriter:
     ) -> None:
         self._pool = pool
         self._clock = clock
-        self.auto_disable_after = auto_disable_after
+        self._auto_disable_after = auto_disable_after
         self.alerts = alerts or AlertPolicy()
         self._queue: asyncio.Queue[tuple[Record, asyncio.Future[bool]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -275,19 +275,26 @@ class RecordWriter:
         for record in records:  # failures are rare, and each may disable its webhook
             h = record.health
             if h is not None and not h.succeeded:
-                raised = await health.record_failure(
-                    conn,
-                    webhook_id=h.webhook_id,
-                    gone=h.gone,
-                    error=h.error,
-                    kind=h.kind,
-                    disable_after=self.auto_disable_after,
-                    alerts=self.alerts,
-                    causation=record.causation,
-                    now=self._clock.now(),
-                )
+                raised = await self.count_failure(conn, h, record.causation)
                 alerts += [raised] if raised else []
         return alerts
+
+    async def count_failure(
+        self, conn: asyncpg.Connection, h: Health, causation: Causation
+    ) -> Event | None:
+        """Count a failed delivery for its webhook's health (health.py), in `conn`'s
+        transaction; the alert event it raised, if any."""
+        return await health.record_failure(
+            conn,
+            webhook_id=h.webhook_id,
+            gone=h.gone,
+            error=h.error,
+            kind=h.kind,
+            disable_after=self._auto_disable_after,
+            alerts=self.alerts,
+            causation=causation,
+            now=self._clock.now(),
+        )
 
 
 def _settle(batch: list[tuple[Record, asyncio.Future[bool]]], result: bool | BaseException) -> None:

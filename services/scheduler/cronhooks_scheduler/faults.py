@@ -18,30 +18,20 @@ import asyncpg
 
 from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import PoisonHandler
-from cronhooks_common.events import Event, EventType, NewEvent
+from cronhooks_common.events import Event, EventType, NewEvent, delivery_fields
 from cronhooks_common.faults import internal_error, poison_ender
 
 INBOX = "scheduler.inbox"
-_DELIVERY_FIELDS = (
-    "delivery_id",
-    "webhook_id",
-    "kind",
-    "attempt",
-    "scheduled_for",
-    "trigger",
-    "missed_count",
-)
 
 
 def ending(event: Event, error: Exception) -> NewEvent | None:
     """The event that ends what `event` left waiting on a timer that was never made. Pure."""
     d: dict[str, Any] = event.data
     if event.type == EventType.DELIVERY_ATTEMPT_FAILED:
-        fields = {k: d[k] for k in _DELIVERY_FIELDS if k in d}
         return NewEvent(
             EventType.DELIVERY_FAILED,
             {
-                **fields,
+                **delivery_fields(d),
                 "status": "failed",
                 "error": internal_error(error),
                 "response_status": None,

@@ -42,7 +42,7 @@ from prometheus_client import Counter
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
-from cronhooks_common.events import CRON, Causation, Event, EventType, NewEvent
+from cronhooks_common.events import Causation, Event, EventType, NewEvent, delivery_fields
 from cronhooks_common.faults import ABANDONED
 from cronhooks_common.tail import WATERMARK
 from cronhooks_scheduler import watch_sql as sql
@@ -211,14 +211,11 @@ def abandonment(history: list[Event]) -> dict[str, Any]:
     first = history[0].data
     requests = [e.data for e in history if e.type == EventType.DELIVERY_REQUESTED]
     latest = requests[-1] if requests else first
+    attempt = max(int(e.data.get("attempt") or 0) for e in history)
     return {
-        "delivery_id": first["delivery_id"],
-        "webhook_id": first["webhook_id"],
-        "kind": first.get("kind", CRON),
-        "attempt": max(int(e.data.get("attempt") or 0) for e in history),
-        "scheduled_for": first.get("scheduled_for"),
-        "trigger": latest.get("trigger", "schedule"),
-        "missed_count": first.get("missed_count", 0),
+        **delivery_fields(
+            {**first, "attempt": attempt, "trigger": latest.get("trigger", "schedule")}
+        ),
         "status": "failed",
         "error": ABANDONED,
         "response_status": None,
