@@ -11,16 +11,19 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 import asyncpg
 import pytest
 
 from cronhooks_common import broker, db, eventstore
+from cronhooks_common.clock import ManualClock
 from cronhooks_common.migrate import migrate
 from cronhooks_common.relay import OutboxRelay
 from cronhooks_common.settings import Settings
 from tests.support import asyncapi, rabbit
+from tests.support.agent import Agent
 
 PG_SERVER = os.environ.get("CRONHOOKS_TEST_PG", "postgresql://127.0.0.1:5432")
 SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
@@ -126,3 +129,17 @@ async def relay(database_url: str, amqp: broker.AbstractRobustConnection) -> Asy
     yield
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.fixture
+async def agent() -> AsyncIterator[Agent]:
+    """A real HTTP agent on loopback that records what it receives (tests/support/agent.py)."""
+    a = await Agent().start()
+    yield a
+    await a.stop()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A ManualClock at the real time, to the second (signatures stay verifiable)."""
+    return ManualClock(datetime.now(UTC).replace(microsecond=0))

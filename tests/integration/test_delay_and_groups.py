@@ -7,13 +7,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-import pytest
 from aiohttp import web
 
 from cronhooks_common.clock import ManualClock
@@ -65,13 +63,6 @@ class Gate:
 
     def ids(self) -> list[int]:
         return [r.body["id"] for r in self.agent.at(self.name)]
-
-
-@pytest.fixture
-async def agent() -> AsyncIterator[Agent]:
-    a = await Agent().start()
-    yield a
-    await a.stop()
 
 
 def minute_start() -> datetime:

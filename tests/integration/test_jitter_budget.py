@@ -7,12 +7,10 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import asyncpg
-import pytest
 from aiohttp import web
 
 from cronhooks_common import budget, db
@@ -39,13 +37,6 @@ WEBHOOK = """query($id: Int!) { cronWebhook(id: $id) {
 UPDATE = """mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) {
   cronWebhook { id jitterSeconds maxDeliveriesPerDay } } }"""
 MS = timedelta(milliseconds=5)
-
-
-@pytest.fixture
-async def agent() -> AsyncIterator[Agent]:
-    a = await Agent().start()
-    yield a
-    await a.stop()
 
 
 def noon() -> datetime:

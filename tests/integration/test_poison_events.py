@@ -7,12 +7,10 @@ real database and broker; the fault is injected into our own code, nothing is mo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import asyncpg
-import pytest
 from aiohttp import web
 
 from cronhooks_common.clock import ManualClock
@@ -32,18 +30,6 @@ POISON = "poison"  # the instruction that makes the injected fault fire
 
 class Injected(RuntimeError):
     pass
-
-
-@pytest.fixture
-async def agent() -> AsyncIterator[Agent]:
-    agent = await Agent().start()
-    yield agent
-    await agent.stop()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(datetime.now(UTC).replace(microsecond=0))
 
 
 async def dead_letters(settings: Settings, consumer: str) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -57,13 +56,6 @@ def with_retention(settings: Settings, days: int) -> Settings:
     return Settings.from_mapping(
         {**settings.to_env(), "CRONHOOKS_DELIVERY_RETENTION_DAYS": str(days)}
     )
-
-
-@pytest.fixture
-async def agent() -> AsyncIterator[Agent]:
-    a = await Agent().start()
-    yield a
-    await a.stop()
 
 
 async def _bucket_of(dsn: str, delivery_id: int) -> int | None:

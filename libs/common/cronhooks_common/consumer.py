@@ -167,7 +167,9 @@ class Consumer:
             DEAD_LETTER_EXCHANGE, aio_pika.ExchangeType.DIRECT, durable=True
         )
         # The dead-letter queue first: at-least-once dead-lettering needs it bound.
-        dead = await queues.declare(channel, f"{self.queue_name}.dead", queue_type=self._queue_type)
+        dead = await queues.declare(
+            channel, f"{self.queue_name}.dead", queue_type=self._queue_type
+        )
         await dead.bind(dlx, routing_key=self.queue_name)
         queue = await queues.declare(
             channel,
