@@ -15,10 +15,12 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 import asyncpg
+import orjson
 import pytest
 
 from cronhooks_common import broker, db, eventstore
 from cronhooks_common.clock import ManualClock
+from cronhooks_common.events import Event
 from cronhooks_common.migrate import migrate
 from cronhooks_common.relay import OutboxRelay
 from cronhooks_common.settings import Settings
@@ -70,7 +72,7 @@ TEST_EVENT_PREFIXES = ("test.",)
 
 
 async def _check_events_against_asyncapi(dsn: str) -> None:
-    """Every event the services emitted in this test matches docs/asyncapi.yaml."""
+    """Every event the services emitted in this test matches docs/asyncapi.yaml and its class."""
     conn = await db.connect(dsn, name="asyncapi-check")
     try:
         rows = await conn.fetch(f"select {eventstore._COLUMNS} from eventstore.events")
@@ -80,6 +82,16 @@ async def _check_events_against_asyncapi(dsn: str) -> None:
         event = eventstore.event_from_row(row)
         if not event.type.startswith(TEST_EVENT_PREFIXES):
             asyncapi.validate(event.to_json())
+            _check_event_class(event)
+
+
+def _check_event_class(event: Event) -> None:
+    """The event's data is exactly what its class writes: the typed events lose nothing
+    the services wrote, and add nothing (every event of the whole suite is a wire test)."""
+    written = event.payload.to_data()
+    assert orjson.dumps(written, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        event.data, option=orjson.OPT_SORT_KEYS
+    ), f"{event.type} data changes through its class: {event.data} -> {written}"
 
 
 @pytest.fixture

@@ -52,3 +52,40 @@ def validate(body: dict[str, Any]) -> None:
     if pointer is None:
         raise jsonschema.ValidationError(f"event type {body['type']!r} is not documented")
     _validator(pointer).validate(body["data"])
+
+
+def payload_fields(event_type: str) -> tuple[set[str], set[str]]:
+    """(every property, the required ones) of an event type's payload schema, through its
+    allOf parts and references. For a oneOf/anyOf the union of the alternatives."""
+    spec, _ = _spec()
+    pointer = payload_pointer(event_type)
+    if pointer is None:
+        raise KeyError(event_type)
+    return _fields(spec, _resolve(spec, pointer))
+
+
+def schema_fields(name: str) -> tuple[set[str], set[str]]:
+    """(every property, the required ones) of a named schema under components/schemas."""
+    spec, _ = _spec()
+    return _fields(spec, spec["components"]["schemas"][name])
+
+
+def _resolve(spec: dict[str, Any], pointer: str) -> dict[str, Any]:
+    node: Any = spec
+    for part in pointer.strip("/").split("/"):
+        node = node[part]
+    while "$ref" in node:
+        node = _resolve(spec, node["$ref"].removeprefix("#"))
+    return dict(node)
+
+
+def _fields(spec: dict[str, Any], schema: dict[str, Any]) -> tuple[set[str], set[str]]:
+    if "$ref" in schema:
+        schema = _resolve(spec, schema["$ref"].removeprefix("#"))
+    properties = set(schema.get("properties", {}))
+    required = set(schema.get("required", []))
+    for part in schema.get("allOf", []):
+        more, needed = _fields(spec, part)
+        properties |= more
+        required |= needed
+    return properties, required

@@ -1,0 +1,68 @@
+"""notes.* and note.* events: imports of note changes and each note's history (CONTRACT §4,
+§6, §9). An import is closed by `notes.imported` or `notes.rejected` — on the delivery's
+stream for a synchronous answer, on a `push-{uuid}` stream for the token API — and every
+applied change is a `note.changed` on the note's own stream (`note-{path}`)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import msgspec
+
+from cronhooks_common.events.base import UNSET, Payload, Timestamp, UnsetType
+from cronhooks_common.events.delivery import ChangeEvent
+
+
+class AppliedChange(msgspec.Struct, frozen=True, kw_only=True):
+    path: str
+    content_hash: str | None  # null for a removal
+    version: int
+
+
+class ChangeRefused(msgspec.Struct, frozen=True, kw_only=True):
+    path: str
+    error: str
+
+
+class ImportFields(Payload, frozen=True, kw_only=True):
+    """Which attempt (a synchronous answer) or which push (the token API) an import closes."""
+
+    delivery_id: int | None
+    depth: int
+    # a synchronous answer's import
+    webhook_id: int | UnsetType = UNSET
+    attempt: int | UnsetType = UNSET
+    scheduled_for: Timestamp | UnsetType | None = UNSET
+    trigger: str | UnsetType | None = UNSET
+    # a push through the token API
+    writer: str | UnsetType = UNSET
+    source: Literal["token", "api_key"] | UnsetType = UNSET
+    operation: Literal["push", "commit", "hide"] | UnsetType = UNSET
+
+
+class NotesImported(ImportFields, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "notes.imported"
+    applied: list[AppliedChange]
+
+
+class NotesRejected(ImportFields, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "notes.rejected"
+    errors: list[ChangeRefused]
+
+
+class NoteChanged(Payload, frozen=True, kw_only=True):
+    """One applied change of an atomic batch (stream version = note version). A removal
+    has content and content_hash null and is a version of its own."""
+
+    TYPE: ClassVar[str] = "note.changed"
+    path: str
+    event: ChangeEvent
+    version: int
+    content_hash: str | None
+    previous_hash: str | None
+    depth: int
+    writer: str
+    size: int | UnsetType | None = UNSET  # UTF-8 bytes (null on remove)
+    content: str | None
+    batch_id: str
+    skip_webhooks: bool | UnsetType = UNSET  # absent before API keys existed

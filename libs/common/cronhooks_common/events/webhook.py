@@ -1,0 +1,102 @@
+"""webhook.* events: a webhook's configuration as it travels (CONTRACT §6, §11, §13).
+
+`webhook.created` and `webhook.updated` carry the whole configuration (never the secret),
+so any consumer can keep its own copy by upserting it. `WebhookConfig` is the one list of
+a webhook's settings: the read models, the scheduler and the dispatcher take their columns
+from it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import msgspec
+
+from cronhooks_common.events.base import UNSET, Kind, Payload, UnsetType
+
+ConcurrencyPolicy = Literal["ALLOW", "FORBID", "DELAY"]
+CatchUpPolicy = Literal["LATEST_ONCE", "SKIP", "ALL"]
+
+
+class WebhookConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A webhook's settings. Fields of the other kind are UNSET: a cron webhook has a
+    schedule, a change webhook (CONTRACT §11) a filter on note changes."""
+
+    url: str
+    instruction: str
+    pass_api_key: bool
+    timeout_seconds: int
+    max_depth: int
+    max_retries: int
+    enabled: bool
+    description: str
+    read_patterns: list[str]
+    write_patterns: list[str]
+    # kind cron
+    cron_schedule: str | UnsetType = UNSET
+    timezone: str | UnsetType = UNSET
+    concurrency_policy: ConcurrencyPolicy | UnsetType = UNSET
+    catch_up_policy: CatchUpPolicy | UnsetType = UNSET
+    misfire_grace_seconds: int | UnsetType = UNSET
+    # CONTRACT §13; absent from configurations written before each existed
+    execution_group: str | UnsetType = UNSET  # absent: "" (none)
+    attach_notes: list[str] | UnsetType = UNSET  # absent: [] (none)
+    jitter_seconds: int | UnsetType = UNSET  # absent: 0
+    max_deliveries_per_day: int | UnsetType | None = UNSET  # absent or null: no limit
+    # kind change
+    include_patterns: list[str] | UnsetType = UNSET
+    exclude_patterns: list[str] | UnsetType = UNSET
+    on_create: bool | UnsetType = UNSET
+    on_update: bool | UnsetType = UNSET
+    on_remove: bool | UnsetType = UNSET
+    include_content: bool | UnsetType = UNSET
+
+
+class Target(msgspec.Struct, frozen=True, kw_only=True):
+    """What the dispatcher needs to send a delivery (never the secret). Every key is
+    written; the kind's missing settings are null."""
+
+    url: str
+    instruction: str
+    timeout_seconds: int
+    pass_api_key: bool
+    read_patterns: list[str]
+    write_patterns: list[str]
+    max_depth: int
+    max_retries: int
+    concurrency_policy: ConcurrencyPolicy | None = None
+    execution_group: str | None = None
+    attach_notes: list[str] | None = None
+
+
+class WebhookRef(Payload, frozen=True, kw_only=True):
+    webhook_id: int
+    kind: Kind = "cron"
+
+
+class WebhookConfigured(WebhookRef, frozen=True, kw_only=True):
+    config: WebhookConfig
+    changed: list[str]
+
+
+class WebhookCreated(WebhookConfigured, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "webhook.created"
+
+
+class WebhookUpdated(WebhookConfigured, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "webhook.updated"
+
+
+class WebhookDeleted(WebhookRef, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "webhook.deleted"
+
+
+class WebhookSecretRotated(WebhookRef, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "webhook.secret_rotated"
+
+
+class WebhookDisabled(WebhookRef, frozen=True, kw_only=True):
+    """The platform disabled the webhook (auto-disable after failures, CONTRACT §12)."""
+
+    TYPE: ClassVar[str] = "webhook.disabled"
+    reason: str
