@@ -16,6 +16,7 @@ from bench import (
     amqp,
     changes,
     dispatch,
+    events_codec,
     herd,
     jitter,
     notes,
@@ -39,6 +40,7 @@ SUITES: dict[str, Suite] = {
     "admin": admin_reads.admin_reads,
     "triggers": triggers.fire_lateness,
     "retention": retention.sizes,
+    "events": events_codec.codec,
 }
 
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bench import amqp, dispatch, notes
+from bench import amqp, dispatch, events_codec, notes
 
 pytestmark = pytest.mark.e2e
 
@@ -40,3 +40,15 @@ async def test_the_amqp_ceiling_publishes_and_consumes_every_event() -> None:
     rows = _rows(content)
     assert [row[1] for row in rows] == ["200", "200", "200"]
     assert all(float(row[2]) > 0 for row in rows)
+
+
+def test_the_event_codec_bench_measures_every_candidate() -> None:
+    rows = events_codec.measure(number=50)
+    assert [step for step, _ in rows] == [
+        "build the event",
+        "data -> JSON (store, publish)",
+        "JSON -> typed data (consume)",
+        "JSON -> typed data, one pass",
+    ]
+    assert all(set(v) == {"dict", "msgspec Struct", "dataclass"} for _, v in rows)
+    assert all(t > 0 for _, v in rows for t in v.values())
