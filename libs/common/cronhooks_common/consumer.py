@@ -149,6 +149,7 @@ class Consumer:
         return self._consuming.held
 
     async def start(self) -> None:
+        """Declare the queue, start the workers, and take messages."""
         channel = await self._amqp.channel()
         await consumer_queue.declare(
             channel,

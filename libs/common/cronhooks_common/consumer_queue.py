@@ -39,6 +39,7 @@ RESUBSCRIBE_CHECK_SECONDS = 1.0  # how often the subscription is checked after a
 
 
 def queue_name(consumer: str) -> str:
+    """The queue of the consumer named `consumer` (its dead letters: the same + `.dead`)."""
     return f"cronhooks.{consumer}"
 
 

@@ -39,6 +39,7 @@ class ListCost:
     noun: str  # "nextRuns values", for the message
 
     def refusal(self) -> GraphQLError:
+        """The QUERY_TOO_COMPLEX error for a request past `limit`."""
         return too_complex(f"the request asks for more than {self.limit:,} {self.noun} in all")
 
 
@@ -52,6 +53,7 @@ class Budget:
         self.refused = False
 
     def charge(self, values: int) -> None:
+        """Spend `values`, or refuse (QUERY_TOO_COMPLEX) if that goes past the limit."""
         if self.spent + values > self.cost.limit:
             self.refused = True
             raise self.cost.refusal()

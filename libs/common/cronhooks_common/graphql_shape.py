@@ -40,6 +40,10 @@ def too_complex(message: str) -> GraphQLError:
 
 @dataclass(frozen=True, slots=True)
 class Size:
+    """What a document or a part of it holds: its depth in fields, its fields and
+    aliases, and the values its costed fields ask for. Side by side (`+`): the deeper
+    depth, the sum of the others."""
+
     depth: int
     fields: int
     cost: int

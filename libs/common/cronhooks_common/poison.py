@@ -80,9 +80,9 @@ class Poison:
         self._acks = acks
         self._on_poison = on_poison
 
-    async def malformed(self, message: DeliveredMessage, event: str, **context: Any) -> None:
-        """Dead-letter a message that cannot even be read; `event` names it in the log."""
-        log.error(event, **context)
+    async def malformed(self, message: DeliveredMessage, what: str, **context: Any) -> None:
+        """Dead-letter a message that cannot even be read; `what` is the log line's event."""
+        log.error(what, **context)
         CONSUMED.labels(self._consumer, "dead_lettered").inc()
         await self._acks.reject(message)
 
