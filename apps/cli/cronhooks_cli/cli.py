@@ -199,7 +199,7 @@ async def _admin(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _add_reader(settings: Settings, name: str, management_url: str | None) -> int:
-    from cronhooks_common.broker_users import BrokerAdminError, Management, add_reader
+    from cronhooks_cli.broker_users import BrokerAdminError, Management, add_reader
 
     try:
         management = Management.from_amqp_url(settings.amqp_url, management_url)

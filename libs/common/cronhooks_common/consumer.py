@@ -1,17 +1,13 @@
 """The consumer base: a durable queue per service, manual acks, inbox dedupe.
 
-Topology per consumer `name`: durable queue `cronhooks.<name>` bound to the exchange with
-the handled routing keys, dead-lettering to `cronhooks.<name>.dead` (a poison message is
-parked there, not retried forever); both of the type CRONHOOKS_QUEUE_TYPE names (queues.py).
-Prefetch is bounded, per consumer (quorum queues refuse a global QoS).
-
+Each consumer has its own queue, dead-lettering what it cannot handle (consumer_queue.py).
 Two ways to handle messages:
 
 * transactional (default): messages are taken in small batches by one worker, in queue
   order; the handler runs for each event inside one database transaction together with
-  the inbox rows of the batch (one statement). An event already in the inbox is skipped,
-  so a redelivery after a crash or a broker reconnect has no second effect. The batch
-  commits once, then its acks leave together.
+  the inbox rows of the batch (one statement, inbox.py). An event already in the inbox is
+  skipped, so a redelivery after a crash or a broker reconnect has no second effect. The
+  batch commits once, then its acks leave together.
 * free: `workers` tasks each take one message and call the handler without a
   transaction; the handler is responsible for idempotency (with `claim_event`) and for
   acting on the stored event (`trust.as_stored`, batched with its own lookups). The
@@ -22,27 +18,22 @@ events in the batch's transaction, and only messages that match their stored eve
 claimed and handled — with the stored event, not the message. Others are dropped and
 counted; they never reach a handler.
 
-Transient failures (database or broker gone) leave the message unacked and retry with
-backoff for as long as it takes. Any other exception is retried a few times too (an
-infrastructure fault can surface as an unexpected error). A message that keeps failing is
-poison: the service's `on_poison` hook is asked to end what the event started (CONTRACT
-§15: a delivery fails with `internal error: …`, a fire ends `failed`), so nothing stays
-pending behind a dead letter; only what the hook cannot end is logged and dead-lettered.
+A failure is retried, and a message that keeps failing is poison: the service's
+`on_poison` hook ends what the event started, or the message is dead-lettered (poison.py).
+A batch that fails is retried one message at a time, to find the poison one.
 
-Messages are taken from aiormq's channel as they arrive, without aio-pika's per-message
-object and task (on the dispatcher's hot path they cost more than the broker spends on
-the message); the consumer re-subscribes whenever the robust channel is reopened. Acks
-go through `AckBatcher` (acks.py): those ready in one loop turn leave as one write,
+Acks go through `AckBatcher` (acks.py): those ready in one loop turn leave as one write,
 mostly as `multiple` acks.
+
+This module is also where the services import the consumer's names from: the inbox
+(`claim_event`, `claim_events`) and the poison hook (`PoisonHandler`, `TRANSIENT`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import cast
-from uuid import UUID
+from collections.abc import Awaitable, Callable, Iterable
 
 import aio_pika
 import aiormq
@@ -50,61 +41,49 @@ import asyncpg
 import structlog
 from aio_pika.abc import AbstractRobustConnection
 from aiormq.abc import DeliveredMessage
-from pamqp.commands import Basic
-from prometheus_client import Counter
 
-from cronhooks_common import eventstore, logs, queues, work
+from cronhooks_common import consumer_queue, eventstore, logs, queues, work
 from cronhooks_common.acks import AckBatcher
-from cronhooks_common.broker import (
-    DEAD_LETTER_EXCHANGE,
-    TRANSIENT_AMQP_ERRORS,
-    declare_exchange,
-)
-from cronhooks_common.buckets import Router, delivery_of
-from cronhooks_common.db import TRANSIENT_DB_ERRORS
+from cronhooks_common.buckets import Router
+from cronhooks_common.consumer_notices import NoticeHandler, Notices, is_notice
+from cronhooks_common.consumer_queue import RESUBSCRIBE_CHECK_SECONDS, Subscription
 from cronhooks_common.events import Event
+from cronhooks_common.inbox import claim_event, claim_events
+from cronhooks_common.poison import (
+    CONSUMED,
+    POISON_TRIES,
+    TRANSIENT,
+    Poison,
+    PoisonHandler,
+    with_retries,
+)
 from cronhooks_common.trust import as_stored
+
+__all__ = [
+    "CONSUMED",
+    "POISON_TRIES",
+    "RESUBSCRIBE_CHECK_SECONDS",
+    "TRANSIENT",
+    "Consumer",
+    "FreeHandler",
+    "NoticeHandler",
+    "PoisonHandler",
+    "TransactionalHandler",
+    "claim_event",
+    "claim_events",
+]
 
 log = structlog.get_logger(__name__)
 
 TransactionalHandler = Callable[[asyncpg.Connection, Event], Awaitable[None]]
 FreeHandler = Callable[[Event], Awaitable[None]]
-NoticeHandler = Callable[[work.Ref], Awaitable[None]]
-# (event id, stream as the message names them, the error): True when the hook recorded an
-# end to what the event started (the message is then acked), False to dead-letter it. The
-# hook finds the event in the store itself: the message is only news.
-PoisonHandler = Callable[[UUID, str, Exception], Awaitable[bool]]
-
-CONSUMED = Counter(
-    "cronhooks_events_consumed_total", "Events taken from the queue", ["consumer", "outcome"]
-)
-TRANSIENT = (*TRANSIENT_DB_ERRORS, *TRANSIENT_AMQP_ERRORS)
-RESUBSCRIBE_CHECK_SECONDS = 1.0  # how often the subscription is checked after a reconnect
-POISON_TRIES = 5  # attempts before a message that fails with a non-transient error is parked
-
-
-async def claim_event(conn: asyncpg.Connection, inbox: str, event: Event) -> bool:
-    """Record `event` in the `inbox` table; False if it was handled before.
-
-    Call inside the transaction of the effect: both commit together or neither does.
-    Inboxes are partitioned by the delivery bucket of the event's stream (retention).
-    """
-    return bool(await claim_events(conn, inbox, [event]))
-
-
-async def claim_events(conn: asyncpg.Connection, inbox: str, events: Sequence[Event]) -> set[UUID]:
-    """The batch form of `claim_event`, in one statement: the ids not handled before."""
-    rows = await conn.fetch(
-        f"insert into {inbox} (event_id, delivery_id)"
-        " select * from unnest($1::uuid[], $2::bigint[])"
-        " on conflict do nothing returning event_id",
-        [e.event_id for e in events],
-        [delivery_of(e.stream) for e in events],
-    )
-    return {r["event_id"] for r in rows}
 
 
 class Consumer:
+    """One service's consumer: give exactly one of `transactional=` or `free=` (see the
+    module doc); `notice=` handles the work notices work.ROUTES sends to `name`, and
+    `on_poison=` ends what a poison event started."""
+
     def __init__(
         self,
         *,
@@ -133,7 +112,7 @@ class Consumer:
         if carried := work.carried_to(name).intersection(map(str, routing_keys)):
             raise ValueError(f"{sorted(carried)} reach {name!r} as work notices, not as events")
         self.name = name
-        self.queue_name = f"cronhooks.{name}"
+        self.queue_name = consumer_queue.queue_name(name)
         self._amqp = amqp
         self._pool = pool
         self._inbox = inbox
@@ -141,89 +120,53 @@ class Consumer:
         self._routing_keys = tuple(str(key) for key in routing_keys)
         self._transactional = transactional
         self._free = free
-        self._notice = notice
-        self._on_poison = on_poison
         self._prefetch = prefetch
         self._workers = workers if free else 1
         self._batch_size = batch_size if transactional else 1
         self._queue_type = queue_type
         self._inflight: asyncio.Queue[DeliveredMessage] = asyncio.Queue()
-        # The events of work notices in hand at once, over all notices: as many as there
-        # are workers, the bound a free consumer keeps with one event per message.
-        self._notice_slots = asyncio.Semaphore(self._workers)
         self._acks = AckBatcher()
+        self._poison = Poison(
+            consumer=name, queue=self.queue_name, acks=self._acks, on_poison=on_poison
+        )
+        self._notices: Notices | None = None  # a free consumer's, when it takes notices
+        if notice is not None:
+            self._notices = Notices(
+                consumer=name,
+                queue=self.queue_name,
+                handle=notice,
+                workers=self._workers,
+                acks=self._acks,
+                poison=self._poison,
+            )
+        self._consuming = Subscription(self.queue_name, self._arrived)
         self._tasks: list[asyncio.Task[None]] = []
         self._channel: aio_pika.abc.AbstractRobustChannel | None = None
-        self._subscription: tuple[aiormq.Channel, str] | None = None
-        self._stopping = False
-        self._subscribing = asyncio.Lock()
+
+    @property
+    def _subscription(self) -> tuple[aiormq.Channel, str] | None:
+        """The channel consumed on and the consumer tag there (None before `start`)."""
+        return self._consuming.held
 
     async def start(self) -> None:
+        """Declare the queue, start the workers, and take messages."""
         channel = await self._amqp.channel()
-        await queues.check_broker(channel, self._queue_type)
-        await channel.set_qos(prefetch_count=self._prefetch, global_=False)
-        exchange = await declare_exchange(channel)
-        dlx = await channel.declare_exchange(
-            DEAD_LETTER_EXCHANGE, aio_pika.ExchangeType.DIRECT, durable=True
-        )
-        # The dead-letter queue first: at-least-once dead-lettering needs it bound.
-        dead = await queues.declare(
-            channel, f"{self.queue_name}.dead", queue_type=self._queue_type
-        )
-        await dead.bind(dlx, routing_key=self.queue_name)
-        queue = await queues.declare(
+        await consumer_queue.declare(
             channel,
-            self.queue_name,
+            consumer=self.name,
             queue_type=self._queue_type,
-            arguments={
-                "x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
-                "x-dead-letter-routing-key": self.queue_name,
-            },
+            prefetch=self._prefetch,
+            routing_keys=self._routing_keys,
+            notices=self._notices is not None,
         )
-        for key in self._routing_keys:
-            await queue.bind(exchange, routing_key=key)
-        if self._notice is not None:
-            await queue.bind(await work.declare_work_exchange(channel), routing_key=self.name)
-            for key in work.carried_to(self.name):
-                # A queue of an earlier version took these as events: not any more (a
-                # binding that is not there is unbound without complaint).
-                await queue.unbind(exchange, routing_key=key)
         self._channel = channel
         self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
-        # aio-pika restores the queue and its bindings when the channel is reopened after
-        # a connection loss; the subscription is ours to renew: at once when the channel
-        # reports it is reopened, and by a watch in case that subscribe failed (aio-pika
-        # swallows a reopen callback's error, and a channel closed while it is restored
-        # is not restored again by itself).
-        channel.reopen_callbacks.add(self._resubscribe)  # type: ignore[arg-type]
-        await self._subscribe(channel)
-        self._tasks.append(asyncio.create_task(self._keep_subscribed(channel)))
+        # The subscription is renewed at once when the channel reports it is reopened,
+        # and by a watch in case that failed (consumer_queue.py).
+        channel.reopen_callbacks.add(self._consuming.renew)  # type: ignore[arg-type]
+        await self._consuming.subscribe(channel)
+        self._tasks.append(asyncio.create_task(self._consuming.watch(channel)))
         log.info("consumer_started", queue=self.queue_name, keys=list(self._routing_keys))
-
-    async def _subscribe(self, channel: aio_pika.abc.AbstractRobustChannel) -> bool:
-        """Consume on the channel's current underlay unless already; True if it subscribed."""
-        async with self._subscribing:
-            underlay = cast(aiormq.Channel, await channel.get_underlay_channel())
-            if self._subscription is not None:
-                held, tag = self._subscription
-                if held is underlay and not held.is_closed and tag in held.consumers:
-                    return False
-            ok = await underlay.basic_consume(self.queue_name, self._arrived)
-            assert ok.consumer_tag is not None
-            self._subscription = (underlay, ok.consumer_tag)
-            return True
-
-    async def _resubscribe(self, channel: aio_pika.abc.AbstractRobustChannel) -> None:
-        if not self._stopping and await self._subscribe(channel):
-            log.info("consumer_resubscribed", queue=self.queue_name)
-
-    async def _keep_subscribed(self, channel: aio_pika.abc.AbstractRobustChannel) -> None:
-        while not self._stopping:
-            await asyncio.sleep(RESUBSCRIBE_CHECK_SECONDS)
-            try:
-                await asyncio.wait_for(self._resubscribe(channel), RESUBSCRIBE_CHECK_SECONDS * 5)
-            except TRANSIENT as exc:  # a timeout among them
-                log.warning("consumer_resubscribe_failed", queue=self.queue_name, error=repr(exc))
 
     async def _arrived(self, message: DeliveredMessage) -> None:
         self._acks.delivered(message)
@@ -231,11 +174,7 @@ class Consumer:
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Stop taking messages, finish those in hand (up to `timeout`), give back the rest."""
-        self._stopping = True
-        if self._subscription is not None:
-            underlay, tag = self._subscription
-            with contextlib.suppress(*TRANSIENT):
-                await underlay.basic_cancel(tag)
+        await self._consuming.cancel()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._inflight.join(), timeout)
         for task in self._tasks:
@@ -257,21 +196,20 @@ class Consumer:
                     self._inflight.task_done()
 
     async def _handle_batch(self, batch: list[DeliveredMessage]) -> None:
-        if self._notice is not None and _is_notice(batch[0]):
-            await self._run_notice(batch[0])  # free consumers take one message at a time
+        if self._notices is not None and is_notice(batch[0]):
+            await self._notices.run(batch[0])  # free consumers take one message at a time
             return
         parsed: list[tuple[DeliveredMessage, Event]] = []
         for message in batch:
             try:
                 parsed.append((message, Event.from_bytes(message.body)))
             except (ValueError, KeyError, TypeError) as exc:
-                log.error(
+                await self._poison.malformed(
+                    message,
                     "message_malformed",
                     error=repr(exc),
                     message_id=message.header.properties.message_id,
                 )
-                CONSUMED.labels(self.name, "dead_lettered").inc()
-                await self._acks.reject(message)
         if not parsed:
             return
         if self._free is not None:
@@ -284,11 +222,11 @@ class Consumer:
             for message, _ in parsed:
                 self._acks.ack(message)
 
-        error = await self._with_retries(transact_and_ack)
+        error = await with_retries(transact_and_ack)
         if error is None:
             CONSUMED.labels(self.name, "handled").inc(len(parsed))
         elif len(parsed) == 1:
-            await self._dead_letter(*parsed[0], error)
+            await self._poison.dead_letter(*parsed[0], error)
         else:  # find the poison message: retry one by one
             for message, event in parsed:
                 await self._run(message, event, self._transact_one(message))
@@ -305,69 +243,11 @@ class Consumer:
                 await handle(event)
                 self._acks.ack(message)
 
-            error = await self._with_retries(one)
+            error = await with_retries(one)
             if error is None:
                 CONSUMED.labels(self.name, "handled").inc()
             else:
-                await self._dead_letter(message, event, error)
-
-    async def _run_notice(self, message: DeliveredMessage) -> None:
-        """Handle every event a work notice names, at once; ack the notice when all are
-        handled. One that keeps failing dead-letters the whole notice once the others are
-        done (they are skipped as handled if it is ever replayed)."""
-        assert self._notice is not None
-        handle = self._notice
-        try:
-            refs = work.parse(message.body)
-        except (ValueError, TypeError) as exc:
-            log.error("notice_malformed", error=repr(exc))
-            CONSUMED.labels(self.name, "dead_lettered").inc()
-            await self._acks.reject(message)
-            return
-
-        async def one(ref: work.Ref) -> bool:
-            async with self._notice_slots:
-                with logs.bound(event_id=ref.event_id):
-                    error = await self._with_retries(lambda: handle(ref))
-                    if error is not None and await self._ended(ref.event_id, ref.stream, error):
-                        return True
-            if error is not None:
-                log.error(
-                    "event_dead_lettered",
-                    queue=self.queue_name,
-                    event_id=str(ref.event_id),
-                    stream=ref.stream,
-                    exc_info=error,
-                )
-            return error is None
-
-        handled = sum(await asyncio.gather(*(one(ref) for ref in refs)))
-        CONSUMED.labels(self.name, "handled").inc(handled)
-        if handled == len(refs):
-            self._acks.ack(message)
-        else:
-            CONSUMED.labels(self.name, "dead_lettered").inc(len(refs) - handled)
-            await self._acks.reject(message)
-
-    @staticmethod
-    async def _with_retries(work: Callable[[], Awaitable[None]]) -> Exception | None:
-        """Run `work` until it succeeds (None). Transient errors (database or broker gone)
-        retry with backoff for as long as it takes; any other error a few times, then it
-        is returned: the message is poison."""
-        delay, failures = 0.2, 0
-        while True:
-            try:
-                await work()
-                return None
-            except TRANSIENT as exc:
-                log.warning("consumer_transient_error", error=repr(exc), retry_in=delay)
-            except Exception as exc:
-                failures += 1
-                if failures >= POISON_TRIES:
-                    return exc
-                log.warning("consumer_error_retrying", error=repr(exc), retry_in=delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+                await self._poison.dead_letter(message, event, error)
 
     def _transact_one(self, message: DeliveredMessage) -> Callable[[Event], Awaitable[None]]:
         return lambda event: self._transact([(message, event)])
@@ -389,43 +269,3 @@ class Consumer:
                     fresh.discard(event.event_id)  # a copy of it later in the batch is a repeat
                     with logs.bound(event_id=event.event_id, correlation_id=event.correlation_id):
                         await self._transactional(conn, event)
-
-    async def _ended(self, event_id: UUID, stream: str, error: Exception) -> bool:
-        """Ask the service to end what a poison event started; True if it did."""
-        if self._on_poison is None:
-            return False
-        try:
-            ended = await self._on_poison(event_id, stream, error)
-        except Exception as exc:  # the hook's own failure: the dead letter stays the answer
-            log.error("poison_hook_failed", queue=self.queue_name, error=repr(exc))
-            return False
-        if ended:
-            log.error(
-                "event_ended_by_fault",
-                queue=self.queue_name,
-                event_id=str(event_id),
-                stream=stream,
-                exc_info=error,
-            )
-            CONSUMED.labels(self.name, "ended_by_fault").inc()
-        return ended
-
-    async def _dead_letter(self, message: DeliveredMessage, event: Event, error: Exception) -> None:
-        if await self._ended(event.event_id, event.stream, error):
-            self._acks.ack(message)
-            return
-        log.error(
-            "event_dead_lettered",
-            queue=self.queue_name,
-            event_type=event.type,
-            event_id=str(event.event_id),
-            stream=event.stream,
-            exc_info=error,
-        )
-        await self._acks.reject(message)
-        CONSUMED.labels(self.name, "dead_lettered").inc()
-
-
-def _is_notice(message: DeliveredMessage) -> bool:
-    delivery = message.delivery
-    return isinstance(delivery, Basic.Deliver) and delivery.exchange == work.WORK_EXCHANGE

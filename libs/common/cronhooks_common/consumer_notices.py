@@ -1,0 +1,87 @@
+"""How a free consumer handles a work notice (work.py): every event it names, at once.
+
+A notice names many events bound for one consumer; its message is acked when all of them
+are handled. One that keeps failing is ended by the service's `on_poison` hook if it can
+be (poison.py); otherwise it dead-letters the whole notice once the others are done (they
+are skipped as handled if it is ever replayed). The events in hand at once, over all
+notices, are as many as the consumer has workers: the bound a free consumer keeps with
+one event per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiormq.abc import DeliveredMessage
+from pamqp.commands import Basic
+
+from cronhooks_common import logs, work
+from cronhooks_common.acks import AckBatcher
+from cronhooks_common.poison import CONSUMED, Poison, with_retries
+
+log = structlog.get_logger(__name__)
+
+NoticeHandler = Callable[[work.Ref], Awaitable[None]]
+
+
+def is_notice(message: DeliveredMessage) -> bool:
+    """True for a message from the work exchange (else it is an event)."""
+    delivery = message.delivery
+    return isinstance(delivery, Basic.Deliver) and delivery.exchange == work.WORK_EXCHANGE
+
+
+class Notices:
+    """One consumer's handling of its work notices, `workers` events at a time."""
+
+    def __init__(
+        self,
+        *,
+        consumer: str,
+        queue: str,
+        handle: NoticeHandler,
+        workers: int,
+        acks: AckBatcher,
+        poison: Poison,
+    ) -> None:
+        self._consumer = consumer
+        self._queue = queue
+        self._handle = handle
+        self._slots = asyncio.Semaphore(workers)
+        self._acks = acks
+        self._poison = poison
+
+    async def run(self, message: DeliveredMessage) -> None:
+        """Handle every event the notice names; ack it when all are handled, else
+        dead-letter it (see the module doc)."""
+        try:
+            refs = work.parse(message.body)
+        except (ValueError, TypeError) as exc:
+            await self._poison.malformed(message, "notice_malformed", error=repr(exc))
+            return
+        handled = sum(await asyncio.gather(*(self._one(ref) for ref in refs)))
+        CONSUMED.labels(self._consumer, "handled").inc(handled)
+        if handled == len(refs):
+            self._acks.ack(message)
+        else:
+            CONSUMED.labels(self._consumer, "dead_lettered").inc(len(refs) - handled)
+            await self._acks.reject(message)
+
+    async def _one(self, ref: work.Ref) -> bool:
+        """Handle one event of a notice; True if it was handled or ended by the hook."""
+        handle = self._handle
+        async with self._slots:
+            with logs.bound(event_id=ref.event_id):
+                error = await with_retries(lambda: handle(ref))
+                if error is not None and await self._poison.ended(ref.event_id, ref.stream, error):
+                    return True
+        if error is not None:
+            log.error(
+                "event_dead_lettered",
+                queue=self._queue,
+                event_id=str(ref.event_id),
+                stream=ref.stream,
+                exc_info=error,
+            )
+        return error is None
