@@ -114,6 +114,9 @@ class DeliveryAttemptFailed(DeliveryOutcome, frozen=True, kw_only=True):
 
 class DeliverySkipped(DeliveryFields, frozen=True, kw_only=True):
     TYPE: ClassVar[str] = "delivery.skipped"
+    # A slot the scheduler skips (missed, over budget) never carried it; the dispatcher's
+    # skips of requested deliveries do.
+    missed_count: int | UnsetType = UNSET  # type: ignore[assignment]
     status: Literal["skipped"] = "skipped"
     reason: SkipReason
     skipped_count: int
