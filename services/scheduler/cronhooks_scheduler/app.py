@@ -4,7 +4,7 @@ Flow: `webhook.*` events (consumer) → `scheduler.webhooks` + cron timers (time
 `delivery.attempt_failed` → retry timers (retries.py); the loop (loop.py) sleeps until the
 earliest timer and fires due ones (firing.py, slots.py), appending `delivery.requested`
 in the transaction that advances or removes the timer. The scheduler owns time, so it also
-runs retention (cronhooks_common.retention): opening delivery buckets and dropping old ones;
+runs retention (retention.py): opening delivery buckets and dropping old ones;
 and the watchdog (watchdog.py), which fails a delivery left pending past its deadline.
 """
 
@@ -17,10 +17,10 @@ import asyncpg
 
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.events import Event, EventType
-from cronhooks_common.retention import RetentionJob
 from cronhooks_common.service import Runtime
 from cronhooks_scheduler.faults import make_fault_ender
 from cronhooks_scheduler.loop import SchedulerLoop
+from cronhooks_scheduler.retention import RetentionJob
 from cronhooks_scheduler.retries import on_attempt_failed
 from cronhooks_scheduler.timers import HANDLED, on_webhook_event
 from cronhooks_scheduler.triggers import HANDLED as TRIGGER_EVENTS
