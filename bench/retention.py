@@ -19,7 +19,7 @@ import asyncpg
 
 from bench.common import scratch_database, table
 from cronhooks_common.clock import ManualClock
-from cronhooks_common.retention import RetentionJob
+from cronhooks_scheduler.retention import RetentionJob
 
 DELIVERIES = 1_000_000
 DAYS = 60

@@ -19,7 +19,8 @@ from cronhooks_dispatcher import delivery as dispatcher_delivery
 from cronhooks_dispatcher import fire as dispatcher_fire
 from cronhooks_dispatcher import payload
 from cronhooks_importer import imports
-from cronhooks_scheduler import app as scheduler_app
+from cronhooks_scheduler import retries as scheduler_retries
+from cronhooks_scheduler import triggers as scheduler_triggers
 from tests.support import rabbit
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, finished, provision_now, trigger, trigger_ended
@@ -194,10 +195,10 @@ async def test_a_retry_the_scheduler_cannot_schedule_ends_its_delivery(
 ) -> None:  # type: ignore[no-untyped-def]
     """Without its retry timer a delivery would wait for nothing: it fails for good."""
 
-    async def broken(conn: Any, event: Any) -> None:
+    def broken(event: Any, failed: Any) -> Any:
         raise Injected("cannot make this timer")
 
-    monkeypatch.setattr(scheduler_app, "on_attempt_failed", broken)
+    monkeypatch.setattr(scheduler_retries, "retry_timer", broken)
 
     async def busy(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=503)
@@ -217,14 +218,10 @@ async def test_a_retry_the_scheduler_cannot_schedule_ends_its_delivery(
 async def test_a_fire_retry_the_scheduler_cannot_schedule_ends_the_fire(
     settings: Settings, clock: ManualClock, agent: Agent, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
-    original = scheduler_app.on_trigger_event
+    def broken(event: Any, failed: Any) -> Any:
+        raise Injected("cannot make this timer")
 
-    async def broken(conn: Any, event: Any) -> None:
-        if event.type == "trigger.attempt_failed":
-            raise Injected("cannot make this timer")
-        await original(conn, event)
-
-    monkeypatch.setattr(scheduler_app, "on_trigger_event", broken)
+    monkeypatch.setattr(scheduler_triggers, "fire_retry_timer", broken)
 
     async def busy(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=503)

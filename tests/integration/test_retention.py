@@ -18,12 +18,12 @@ from aiohttp import web
 
 from cronhooks_common import eventstore
 from cronhooks_common.clock import ManualClock
-from cronhooks_common.day_partitions import day_name, midnight
 from cronhooks_common.events import Causation, NewEvent
 from cronhooks_common.live_tail import LiveTail
-from cronhooks_common.retention import RetentionJob
 from cronhooks_common.settings import Settings
 from cronhooks_common.tail import START
+from cronhooks_scheduler.day_partitions import day_name, midnight
+from cronhooks_scheduler.retention import RetentionJob
 from tests.integration.test_admin_rebuild import TABLES, quiet, snapshot
 from tests.support.agent import Agent, Received
 from tests.support.flows import (

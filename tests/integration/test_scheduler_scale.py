@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from cronhooks_scheduler.firing import _CLAIM, fire_due
+from cronhooks_scheduler.firing import fire_due
+from cronhooks_scheduler.queries import CLAIM, EARLIEST_TIMER
 
 NOW = datetime(2026, 2, 9, 9, 0, tzinfo=UTC)
 CONFIG = {
@@ -66,7 +67,7 @@ async def plan_of(pool: asyncpg.Pool, sql: str, *args: object) -> list[dict]:  #
 
 async def test_wake_queries_use_the_due_time_index_with_100k_registered(pool: asyncpg.Pool) -> None:
     await seed(pool, 100_000, due=5)
-    for sql, args in ((_CLAIM, (NOW, 500)), ("select min(due_at) from scheduler.timers", ())):
+    for sql, args in ((CLAIM, (NOW, 500)), (EARLIEST_TIMER, ())):
         nodes = await plan_of(pool, sql, *args)
         scans = [n for n in nodes if n.get("Relation Name") == "timers"]
         assert scans, nodes

@@ -98,7 +98,7 @@ def test_the_abandonment_names_the_delivery_and_its_last_attempt() -> None:
         event("delivery.attempt_failed", 2, {**first, "retry_at": "x", "next_attempt": 2}),
         event("delivery.requested", 3, {**first, "attempt": 2, "trigger": "retry"}),
     ]
-    assert abandonment(history) == {
+    assert abandonment(history).to_data() == {
         "delivery_id": 7,
         "webhook_id": 3,
         "kind": "cron",

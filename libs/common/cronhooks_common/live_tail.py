@@ -1,12 +1,12 @@
 """The commit-order tail (tail.py) over the live partitions only, for admin-api's projector.
 
 Every event that can still be appended lands in a live partition: the kept one, the
-default one, or a bucket that is not sealed (retention.py seals a bucket once all its
-deliveries have finished; its partition then refuses inserts). A sealed bucket is read
-until the tail's checkpoint has passed its last event, then never again. So the tail
-reads a handful of partitions (kept, default, the open bucket, its spare and yesterday's
-until it is sealed) instead of one per day of retention; through the partitioned parent
-a generic plan would lock and start all of them at every read.
+default one, or a bucket that is not sealed (the scheduler's retention job seals a bucket
+once all its deliveries have finished; its partition then refuses inserts). A sealed
+bucket is read until the tail's checkpoint has passed its last event, then never again.
+So the tail reads a handful of partitions (kept, default, the open bucket, its spare and
+yesterday's until it is sealed) instead of one per day of retention; through the
+partitioned parent a generic plan would lock and start all of them at every read.
 
 The set of partitions changes when the retention job creates, seals or drops a bucket,
 and bumps `eventstore.bucket_generation` in the same transaction. The read checks the

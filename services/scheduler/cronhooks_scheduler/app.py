@@ -1,11 +1,13 @@
 """Scheduler service: owns time.
 
-Flow: `webhook.*` events (consumer) → `scheduler.webhooks` + cron timers (timers.py);
-`delivery.attempt_failed` → retry timers (retries.py); the loop (loop.py) sleeps until the
-earliest timer and fires due ones (firing.py, slots.py), appending `delivery.requested`
-in the transaction that advances or removes the timer. The scheduler owns time, so it also
-runs retention (cronhooks_common.retention): opening delivery buckets and dropping old ones;
-and the watchdog (watchdog.py), which fails a delivery left pending past its deadline.
+Flow: the consumer hands each event it hears to its handler (handlers.py): `webhook.*`
+→ `scheduler.webhooks` + cron timers (timers.py); `delivery.attempt_failed` → retry
+timers (retries.py); `trigger.*` → trigger and fire-retry timers (triggers.py). The loop
+(loop.py) sleeps until the earliest timer and fires due ones (firing.py, by the timers'
+kind: timer_kinds.py), appending `delivery.requested` in the transaction that advances or
+removes the timer. The scheduler owns time, so it also runs retention (retention.py):
+opening delivery buckets and dropping old ones; and the watchdog (watchdog.py), which
+fails a delivery left pending past its deadline. Its SQL is in queries.py.
 """
 
 from __future__ import annotations
@@ -13,28 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import asyncpg
-
 from cronhooks_common.consumer import Consumer
-from cronhooks_common.events import Event, EventType
-from cronhooks_common.retention import RetentionJob
 from cronhooks_common.service import Runtime
-from cronhooks_scheduler.faults import make_fault_ender
+from cronhooks_scheduler.faults import INBOX, make_fault_ender
+from cronhooks_scheduler.handlers import HANDLERS
 from cronhooks_scheduler.loop import SchedulerLoop
-from cronhooks_scheduler.retries import on_attempt_failed
-from cronhooks_scheduler.timers import HANDLED, on_webhook_event
-from cronhooks_scheduler.triggers import HANDLED as TRIGGER_EVENTS
-from cronhooks_scheduler.triggers import on_trigger_event
+from cronhooks_scheduler.retention import RetentionJob
 from cronhooks_scheduler.watchdog import Watchdog
-
-
-async def handle(conn: asyncpg.Connection, event: Event) -> None:
-    if event.type == EventType.DELIVERY_ATTEMPT_FAILED:
-        await on_attempt_failed(conn, event)
-    elif event.type in TRIGGER_EVENTS:
-        await on_trigger_event(conn, event)
-    else:
-        await on_webhook_event(conn, event)
 
 
 class Scheduler:
@@ -46,9 +33,9 @@ class Scheduler:
             name="scheduler",
             amqp=runtime.amqp,
             pool=runtime.pool,
-            inbox="scheduler.inbox",
-            routing_keys=(*HANDLED, EventType.DELIVERY_ATTEMPT_FAILED, *TRIGGER_EVENTS),
-            transactional=handle,
+            inbox=INBOX,
+            routing_keys=HANDLERS.routing_keys,
+            transactional=HANDLERS.handle,
             on_poison=make_fault_ender(runtime.pool, runtime.clock),
             queue_type=runtime.settings.queue_type,
         )

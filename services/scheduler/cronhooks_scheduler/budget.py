@@ -10,61 +10,61 @@ batch without one this issues no statement. The decision itself is the shared co
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any
 
 import asyncpg
 
 from cronhooks_common import budget
-from cronhooks_common.events import EventType, NewEvent
+from cronhooks_common.events import UNSET, DeliveryRequested
+from cronhooks_scheduler.slot_events import SlotEvent, SlotSkipped
+from cronhooks_scheduler.webhook_copy import Schedule
 
-Append = tuple[str, int, NewEvent, Any]
 
-
-def _skip(event: NewEvent, limit: int, day: date) -> NewEvent:
-    d = event.data
-    return NewEvent(
-        EventType.DELIVERY_SKIPPED,
-        {
-            "delivery_id": d["delivery_id"],
-            "webhook_id": d["webhook_id"],
-            "kind": d["kind"],
-            "attempt": 0,
-            "trigger": "schedule",
-            "scheduled_for": d["scheduled_for"],
-            "status": "skipped",
-            "reason": "budget",
-            # A catch-up delivery standing for earlier missed slots skips them all.
-            "skipped_count": 1 + int(d.get("missed_count", 0)),
-            "first_skipped": d["scheduled_for"],
-            "next_run_at": d.get("next_run_at"),
-            "max_deliveries_per_day": limit,
-            "day": day.isoformat(),
-        },
+def over_budget(request: DeliveryRequested, limit: int, day: date) -> SlotSkipped:
+    """The skip that takes the place of a slot's request beyond its day's budget. Pure."""
+    assert request.scheduled_for is not None  # a slot's request names its slot
+    return SlotSkipped(
+        delivery_id=request.delivery_id,
+        webhook_id=request.webhook_id,
+        kind=request.kind,
+        attempt=0,
+        trigger="schedule",
+        scheduled_for=request.scheduled_for,
+        status="skipped",
+        reason="budget",
+        # A catch-up delivery standing for earlier missed slots skips them all.
+        skipped_count=1 + request.missed_count,
+        first_skipped=request.scheduled_for,
+        next_run_at=None if request.next_run_at is UNSET else request.next_run_at,
+        max_deliveries_per_day=limit,
+        day=day.isoformat(),
     )
 
 
 async def apply(
-    conn: asyncpg.Connection, appends: list[Append], configs: dict[int, dict[str, Any]]
-) -> list[Append]:
-    """`appends` with each schedule request beyond its day's budget turned into a
+    conn: asyncpg.Connection,
+    recorded: list[tuple[str, SlotEvent]],
+    schedules: dict[int, Schedule],
+) -> list[tuple[str, SlotEvent]]:
+    """`recorded` with each schedule request beyond its day's budget turned into a
     `delivery.skipped` (reason `budget`) on the same delivery stream, in slot order."""
     budgeted: list[tuple[int, budget.DayKey, int]] = []
-    for i, (_, _, event, _) in enumerate(appends):
-        if event.type != EventType.DELIVERY_REQUESTED:
+    for i, (_, event) in enumerate(recorded):
+        if not isinstance(event, DeliveryRequested):
             continue
-        webhook_id = event.data["webhook_id"]
-        limit = budget.daily_limit(configs[webhook_id])
+        schedule = schedules[event.webhook_id]
+        limit = schedule.max_deliveries_per_day
         if limit is None:
             continue
-        slot = event.data["scheduled_for"]
-        day = budget.local_day(datetime.fromisoformat(slot), configs[webhook_id]["timezone"])
-        budgeted.append((i, (webhook_id, day), limit))
+        assert event.scheduled_for is not None
+        day = budget.local_day(datetime.fromisoformat(event.scheduled_for), schedule.timezone)
+        budgeted.append((i, (event.webhook_id, day), limit))
     if not budgeted:
-        return appends
+        return recorded
     verdicts = await budget.admit(conn, [(key, limit) for _, key, limit in budgeted])
-    out = list(appends)
+    out = list(recorded)
     for (i, (_, day), limit), fits in zip(budgeted, verdicts, strict=True):
         if not fits:
-            stream, version, event, causation = out[i]
-            out[i] = (stream, version, _skip(event, limit, day), causation)
+            stream, event = out[i]
+            assert isinstance(event, DeliveryRequested)
+            out[i] = (stream, over_budget(event, limit, day))
     return out

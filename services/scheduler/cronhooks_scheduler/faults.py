@@ -3,48 +3,72 @@
 The consumer calls `end_by_fault` for an event it could not handle however often it tried,
 before it would dead-letter the message. The scheduler's events that leave something
 waiting on it are failed attempts: without their retry timer a delivery (or a fire) would
-wait for nothing. So the delivery fails for good (`delivery.failed`, `internal error: …`;
-the dispatcher releases its lanes when it sees it) and the fire ends failed
-(`trigger.fired`), appended after the event on its stream, once (inbox). Anything else
-is left to the dead-letter queue: nothing waits on it (a webhook's timer is rebuilt by its
-next event; a delivery left pending is the watchdog's).
+wait for nothing. So `ENDINGS` says, by event type, what ends it: the delivery fails for
+good (`delivery.failed`, `internal error: …`; the dispatcher releases its lanes when it
+sees it) and the fire ends failed (`trigger.fired`), appended after the event on its
+stream, once (inbox). Any other type is left to the dead-letter queue: nothing waits on
+it (a webhook's timer is rebuilt by its next event; a delivery left pending is the
+watchdog's).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
 
 from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import PoisonHandler
-from cronhooks_common.events import Event, EventType, NewEvent, delivery_fields
+from cronhooks_common.events import (
+    DeliveryAttemptFailed,
+    DeliveryFailed,
+    Event,
+    FireFields,
+    NewEvent,
+    Payload,
+    TriggerAttemptFailed,
+    TriggerFired,
+)
 from cronhooks_common.faults import internal_error, poison_ender
 
 INBOX = "scheduler.inbox"
 
 
+def _delivery_fails(failed: DeliveryAttemptFailed, error: Exception) -> DeliveryFailed:
+    return DeliveryFailed(
+        **failed.fields(),
+        status="failed",
+        error=internal_error(error),
+        response_status=None,
+        duration_ms=None,
+    )
+
+
+def _fire_fails(failed: TriggerAttemptFailed, error: Exception) -> TriggerFired:
+    fire = {name: getattr(failed, name) for name in FireFields.__struct_fields__}
+    return TriggerFired(
+        **fire,
+        status=None,
+        error=internal_error(error),
+        outcome="failed",
+        duration_ms=failed.duration_ms,
+    )
+
+
+# event class -> (its data, the error) -> the data of the event that ends what it started.
+_ENDS: dict[type[Payload], Callable[[Any, Exception], Payload]] = {
+    DeliveryAttemptFailed: _delivery_fails,
+    TriggerAttemptFailed: _fire_fails,
+}
+ENDINGS = {cls.TYPE: end for cls, end in _ENDS.items()}
+
+
 def ending(event: Event, error: Exception) -> NewEvent | None:
-    """The event that ends what `event` left waiting on a timer that was never made. Pure."""
-    d: dict[str, Any] = event.data
-    if event.type == EventType.DELIVERY_ATTEMPT_FAILED:
-        return NewEvent(
-            EventType.DELIVERY_FAILED,
-            {
-                **delivery_fields(d),
-                "status": "failed",
-                "error": internal_error(error),
-                "response_status": None,
-                "duration_ms": None,
-            },
-        )
-    if event.type == EventType.TRIGGER_ATTEMPT_FAILED:
-        fields = {k: v for k, v in d.items() if k not in ("retry_at", "next_attempt")}
-        return NewEvent(
-            EventType.TRIGGER_FIRED,
-            {**fields, "status": None, "error": internal_error(error), "outcome": "failed"},
-        )
-    return None
+    """The event that ends what `event` left waiting on a timer that was never made, or
+    None if nothing waits on it. Pure."""
+    end = ENDINGS.get(event.type)
+    return None if end is None else NewEvent.of(end(event.payload, error))
 
 
 def make_fault_ender(pool: asyncpg.Pool, clock: Clock) -> PoisonHandler:

@@ -23,6 +23,7 @@ from cronhooks_common import db
 from cronhooks_common.buckets import Router
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
+from cronhooks_scheduler import queries
 from cronhooks_scheduler.firing import fire_due
 from cronhooks_scheduler.timers import TIMERS_CHANNEL
 
@@ -79,9 +80,7 @@ class SchedulerLoop:
         )
         if claimed:
             return  # a timer may be due again, or more than a batch was due: go on
-        next_due: datetime | None = await self._pool.fetchval(
-            "select min(due_at) from scheduler.timers"
-        )
+        next_due: datetime | None = await self._pool.fetchval(queries.EARLIEST_TIMER)
         now = self._clock.now()
         if next_due is not None and next_due <= now:
             # Due, but locked by another replica: a wall-clock wait, whatever the clock.
@@ -89,4 +88,3 @@ class SchedulerLoop:
             return
         deadline = min(next_due or now + MAX_SLEEP, now + MAX_SLEEP)
         await self._clock.sleep_until(deadline, self._wake)
-

@@ -9,7 +9,7 @@ execution group and counts the failure for the webhook's health.
 The watchdog reads every delivery stream's events from the event store in commit order
 (cronhooks_common.tail's watermark: it never skips a slower transaction's event) and keeps
 one row per unfinished delivery: the stream's last version and the deadline its last event
-sets —
+sets (`RULES`, by the event's type; any other type keeps the deadline) —
 
 * requested, released, changes received, the importer's verdict: that event's time plus
   the attempt's timeout plus GRACE (the step under way must end within it);
@@ -31,6 +31,7 @@ leaves the watchdog where its last committed step left it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,10 +43,26 @@ from prometheus_client import Counter
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
-from cronhooks_common.events import Causation, Event, EventType, NewEvent, delivery_fields
+from cronhooks_common.events import (
+    Causation,
+    DeliveryAttemptFailed,
+    DeliveryChangesReceived,
+    DeliveryFailed,
+    DeliveryQueued,
+    DeliveryReleased,
+    DeliveryRequested,
+    DeliverySkipped,
+    DeliverySucceeded,
+    Event,
+    NewEvent,
+    NotesImported,
+    NotesRejected,
+    Payload,
+    delivery_fields,
+)
 from cronhooks_common.faults import ABANDONED
 from cronhooks_common.tail import WATERMARK
-from cronhooks_scheduler import watch_sql as sql
+from cronhooks_scheduler import queries
 
 log = structlog.get_logger(__name__)
 
@@ -60,19 +77,6 @@ ABANDONED_TOTAL = Counter(
     "Deliveries the watchdog failed as abandoned (no outcome within their deadline)",
 )
 
-_FINAL = frozenset(
-    {EventType.DELIVERY_SUCCEEDED, EventType.DELIVERY_FAILED, EventType.DELIVERY_SKIPPED}
-)
-_STEP_STARTS = frozenset(
-    {
-        EventType.DELIVERY_REQUESTED,
-        EventType.DELIVERY_RELEASED,
-        EventType.DELIVERY_CHANGES_RECEIVED,
-        EventType.NOTES_IMPORTED,
-        EventType.NOTES_REJECTED,
-    }
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Watch:
@@ -83,23 +87,59 @@ class Watch:
     deadline: datetime | None  # None: waits for its turn (queued)
 
 
+# How one event of the stream moves the watch: (row, the timeout, the deadline so far) ->
+# the watch after it, None once the delivery has finished.
+Rule = Callable[[Any, timedelta, "datetime | None"], "Watch | None"]
+
+
+def _finishes(row: Any, timeout: timedelta, deadline: datetime | None) -> Watch | None:
+    return None
+
+
+def _starts_a_step(row: Any, timeout: timedelta, deadline: datetime | None) -> Watch | None:
+    """The step under way must end within the attempt's timeout plus GRACE."""
+    return Watch(row["version"], timeout, row["occurred_at"] + timeout + GRACE)
+
+
+def _schedules_a_retry(row: Any, timeout: timedelta, deadline: datetime | None) -> Watch | None:
+    if row["retry_at"] is not None:
+        deadline = datetime.fromisoformat(row["retry_at"]) + timeout + GRACE
+    return Watch(row["version"], timeout, deadline)
+
+
+def _waits(row: Any, timeout: timedelta, deadline: datetime | None) -> Watch | None:
+    """Queued: it waits for another delivery, which has a deadline of its own."""
+    return Watch(row["version"], timeout, None)
+
+
+def _keeps(row: Any, timeout: timedelta, deadline: datetime | None) -> Watch | None:
+    return Watch(row["version"], timeout, deadline)
+
+
+_RULES: dict[type[Payload], Rule] = {
+    DeliveryRequested: _starts_a_step,
+    DeliveryReleased: _starts_a_step,
+    DeliveryChangesReceived: _starts_a_step,
+    NotesImported: _starts_a_step,
+    NotesRejected: _starts_a_step,
+    DeliveryAttemptFailed: _schedules_a_retry,
+    DeliveryQueued: _waits,
+    DeliverySucceeded: _finishes,
+    DeliveryFailed: _finishes,
+    DeliverySkipped: _finishes,
+}
+# By event type; any other type keeps the deadline.
+RULES = {cls.TYPE: rule for cls, rule in _RULES.items()}
+
+
 def follow(watch: Watch | None, row: Any) -> Watch | None:
     """The watch after one more event of the stream (`row`: type, version, occurred_at,
     timeout_seconds, retry_at); None once the delivery has finished. Pure."""
-    kind = row["type"]
-    if kind in _FINAL:
-        return None
     timeout = watch.timeout if watch is not None else DEFAULT_TIMEOUT
     if row["timeout_seconds"] is not None:
         timeout = timedelta(seconds=int(row["timeout_seconds"]))
     deadline = watch.deadline if watch is not None else row["occurred_at"] + timeout + GRACE
-    if kind in _STEP_STARTS:
-        deadline = row["occurred_at"] + timeout + GRACE
-    elif kind == EventType.DELIVERY_ATTEMPT_FAILED and row["retry_at"] is not None:
-        deadline = datetime.fromisoformat(row["retry_at"]) + timeout + GRACE
-    elif kind == EventType.DELIVERY_QUEUED:
-        deadline = None
-    return Watch(row["version"], timeout, deadline)
+    return RULES.get(row["type"], _keeps)(row, timeout, deadline)
 
 
 class Watchdog:
@@ -133,7 +173,7 @@ class Watchdog:
 
     async def _earliest(self) -> datetime | None:
         try:
-            earliest: datetime | None = await self._pool.fetchval(sql.EARLIEST)
+            earliest: datetime | None = await self._pool.fetchval(queries.WATCH_EARLIEST)
         except TRANSIENT_DB_ERRORS:
             return None
         return earliest
@@ -142,14 +182,14 @@ class Watchdog:
         """Read what was committed since the last step, then abandon what is overdue, in
         one transaction; True if there is more to do at once."""
         async with self._pool.acquire() as conn, conn.transaction():
-            at = await conn.fetchrow(sql.TAKE_CHECKPOINT)
+            at = await conn.fetchrow(queries.TAKE_CHECKPOINT)
             if at is None:
                 return False  # another replica's step is under way
-            rows = await conn.fetch(sql.READ.format(watermark=WATERMARK), *at, READ)
+            rows = await conn.fetch(queries.WATCH_READ.format(watermark=WATERMARK), *at, READ)
             if rows:
                 await self._apply(conn, rows)
                 last = rows[-1]
-                await conn.execute(sql.MOVE_CHECKPOINT, last["txid"], last["position"])
+                await conn.execute(queries.MOVE_CHECKPOINT, last["txid"], last["position"])
             if len(rows) == READ:
                 return True  # not caught up: judge nothing before the rest is read
             abandoned = await self._abandon(conn)
@@ -159,17 +199,17 @@ class Watchdog:
         streams = sorted({r["stream"] for r in rows})
         watches: dict[str, Watch | None] = {
             r["stream"]: Watch(r["version"], timedelta(milliseconds=r["timeout_ms"]), r["deadline"])
-            for r in await conn.fetch(sql.LOAD, streams)
+            for r in await conn.fetch(queries.WATCH_LOAD, streams)
         }
         for row in rows:
             watches[row["stream"]] = follow(watches.get(row["stream"]), row)
         kept = {s: w for s, w in watches.items() if w is not None}
         gone = [s for s, w in watches.items() if w is None]
         if gone:
-            await conn.execute(sql.FORGET, gone)
+            await conn.execute(queries.WATCH_FORGET, gone)
         if kept:
             await conn.execute(
-                sql.KEEP,
+                queries.WATCH_KEEP,
                 list(kept),
                 [w.version for w in kept.values()],
                 [w.timeout // timedelta(milliseconds=1) for w in kept.values()],
@@ -178,7 +218,7 @@ class Watchdog:
 
     async def _abandon(self, conn: asyncpg.Connection) -> int:
         now = self._clock.now()
-        due = await conn.fetch(sql.OVERDUE, now, ABANDON)
+        due = await conn.fetch(queries.WATCH_OVERDUE, now, ABANDON)
         for row in due:
             history = await eventstore.read_stream(conn, row["stream"])
             if not history or history[-1].version != row["version"]:
@@ -188,14 +228,14 @@ class Watchdog:
                     await eventstore.append(
                         conn,
                         row["stream"],
-                        [NewEvent(EventType.DELIVERY_FAILED, abandonment(history))],
+                        [NewEvent.of(abandonment(history))],
                         expected_version=row["version"],
                         causation=Causation.following(history[-1], actor="scheduler"),
                         occurred_at=now,
                     )
             except eventstore.ConcurrencyError:
                 continue  # an outcome got there first: it stands
-            await conn.execute(sql.FORGET, [row["stream"]])
+            await conn.execute(queries.WATCH_FORGET, [row["stream"]])
             ABANDONED_TOTAL.inc()
             log.warning(
                 "delivery_abandoned",
@@ -206,18 +246,19 @@ class Watchdog:
         return len(due)
 
 
-def abandonment(history: list[Event]) -> dict[str, Any]:
-    """The `delivery.failed` data that ends a delivery with this history. Pure."""
+def abandonment(history: list[Event]) -> DeliveryFailed:
+    """The `delivery.failed` that ends a delivery with this history (read as stored,
+    whatever it holds). Pure."""
     first = history[0].data
-    requests = [e.data for e in history if e.type == EventType.DELIVERY_REQUESTED]
+    requests = [e.data for e in history if e.type == DeliveryRequested.TYPE]
     latest = requests[-1] if requests else first
     attempt = max(int(e.data.get("attempt") or 0) for e in history)
-    return {
+    return DeliveryFailed(
         **delivery_fields(
             {**first, "attempt": attempt, "trigger": latest.get("trigger", "schedule")}
         ),
-        "status": "failed",
-        "error": ABANDONED,
-        "response_status": None,
-        "duration_ms": None,
-    }
+        status="failed",
+        error=ABANDONED,
+        response_status=None,
+        duration_ms=None,
+    )

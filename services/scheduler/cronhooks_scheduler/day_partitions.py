@@ -5,11 +5,11 @@ delivery id, because their key is what makes a duplicate impossible across repli
 `scheduler.slot_requests` (webhook, slot), `importer.change_requests` (webhook, batch,
 batch time). Partitioned by the time in their key, one key always falls in one partition
 and stays unique. Their owners register them in `eventstore.dated_tables` (migrations
-0020); the retention job keeps, for each, the partitions of the next days ready (a row
-beyond them would land in the default partition) and drops the days older than the
-delivery retention (kept two days at least: no timer fires a slot that old again, the
-matcher never reads a batch that old again). Partitions are named `{table}_dYYYYMMDD`;
-the rows from before the migration are in `{table}_before`.
+0020); the retention job (retention.py) keeps, for each, the partitions of the next days
+ready (a row beyond them would land in the default partition) and drops the days older
+than the delivery retention (kept two days at least: no timer fires a slot that old
+again, the matcher never reads a batch that old again). Partitions are named
+`{table}_dYYYYMMDD`; the rows from before the migration are in `{table}_before`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import asyncpg
 import structlog
 
 from cronhooks_common.bucket_ddl import drop_partition
+from cronhooks_scheduler import queries
 
 log = structlog.get_logger(__name__)
 
@@ -39,7 +40,7 @@ async def keep_days(conn: asyncpg.Connection, now: datetime, retention_days: int
     """Every registered table: create the coming days, drop those past the retention
     (0: none)."""
     keep = max(timedelta(days=retention_days), KEEP_AT_LEAST) if retention_days else None
-    for r in await conn.fetch("select name from eventstore.dated_tables order by name"):
+    for r in await conn.fetch(queries.DATED_TABLES):
         table = r["name"]
         parts = await _partitions(conn, table)
         start = max([midnight(now), *parts.values()])  # the days before are covered
@@ -59,8 +60,9 @@ async def _create(conn: asyncpg.Connection, table: str, day: datetime) -> None:
     try:
         async with conn.transaction():  # a savepoint: the rest of the step goes on
             await conn.execute(
-                f"create table {day_name(table, day)} partition of {table}"
-                f" for values from ({_lit(day)}) to ({_lit(until)})"
+                queries.CREATE_DAY.format(
+                    name=day_name(table, day), table=table, start=_lit(day), until=_lit(until)
+                )
             )
     except asyncpg.CheckViolationError:
         # Rows of that day are in the default partition already (the job was down for
@@ -76,14 +78,7 @@ def _lit(at: datetime) -> str:
 
 async def _partitions(conn: asyncpg.Connection, table: str) -> dict[str, datetime]:
     """Each bounded partition of `table` and the end of its range."""
-    rows = await conn.fetch(
-        """
-        select c.oid::regclass::text as name, pg_get_expr(c.relpartbound, c.oid) as bound
-        from pg_inherits i join pg_class c on c.oid = i.inhrelid
-        where i.inhparent = $1::regclass
-        """,
-        table,
-    )
+    rows = await conn.fetch(queries.PARTITIONS, table)
     out = {}
     for r in rows:
         if "TO ('" in r["bound"]:
