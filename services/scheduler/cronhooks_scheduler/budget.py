@@ -14,15 +14,15 @@ from datetime import date, datetime
 import asyncpg
 
 from cronhooks_common import budget
-from cronhooks_common.events import UNSET, DeliveryRequested
-from cronhooks_scheduler.slot_events import SlotEvent, SlotSkipped
+from cronhooks_common.events import UNSET, DeliveryRequested, DeliverySkipped
+from cronhooks_scheduler.slot_events import SlotEvent
 from cronhooks_scheduler.webhook_copy import Schedule
 
 
-def over_budget(request: DeliveryRequested, limit: int, day: date) -> SlotSkipped:
+def over_budget(request: DeliveryRequested, limit: int, day: date) -> DeliverySkipped:
     """The skip that takes the place of a slot's request beyond its day's budget. Pure."""
     assert request.scheduled_for is not None  # a slot's request names its slot
-    return SlotSkipped(
+    return DeliverySkipped(
         delivery_id=request.delivery_id,
         webhook_id=request.webhook_id,
         kind=request.kind,

@@ -23,7 +23,6 @@ from cronhooks_common.events import (
     DeliveryRequested,
     DeliverySkipped,
     Target,
-    UnsetType,
     delivery_stream,
 )
 from cronhooks_scheduler import queries
@@ -31,14 +30,6 @@ from cronhooks_scheduler.slots import SlotPlan, plan_slots
 from cronhooks_scheduler.webhook_copy import Schedule
 
 log = structlog.get_logger(__name__)
-
-
-class SlotSkipped(DeliverySkipped, frozen=True, kw_only=True):
-    """A `delivery.skipped` of the scheduler's own (slots missed, or over budget): these
-    have never carried `missed_count`, which DeliverySkipped always writes (0 by default).
-    The same event type: only the key's absence differs."""
-
-    missed_count: int | UnsetType = UNSET  # type: ignore[assignment]
 
 
 SlotEvent = DeliveryRequested | DeliverySkipped
@@ -109,7 +100,7 @@ def slot_records(
     if plan.skipped:
         last = plan.skipped[-1]
         skipped = partial(
-            SlotSkipped,
+            DeliverySkipped,
             webhook_id=webhook_id,
             kind="cron",
             attempt=0,
