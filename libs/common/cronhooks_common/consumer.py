@@ -221,7 +221,9 @@ class Consumer:
         while not self._stopping:
             await asyncio.sleep(RESUBSCRIBE_CHECK_SECONDS)
             try:
-                await asyncio.wait_for(self._resubscribe(channel), RESUBSCRIBE_CHECK_SECONDS * 5)
+                # asyncio.timeout, not wait_for: a stop's cancel must end it (clock.wait_set)
+                async with asyncio.timeout(RESUBSCRIBE_CHECK_SECONDS * 5):
+                    await self._resubscribe(channel)
             except TRANSIENT as exc:  # a timeout among them
                 log.warning("consumer_resubscribe_failed", queue=self.queue_name, error=repr(exc))
 
@@ -237,7 +239,8 @@ class Consumer:
             with contextlib.suppress(*TRANSIENT):
                 await underlay.basic_cancel(tag)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._inflight.join(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._inflight.join()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
