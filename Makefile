@@ -49,7 +49,7 @@ test: lint
 test-unit: install
 	$(BIN)/pytest -q tests/unit
 
-# kill -9 each service, restart RabbitMQ and Postgres, 3 schedulers — during a herd
+# kill -9 each service, restart (private) RabbitMQ and Postgres, 3 schedulers — during a herd
 # (also part of `make test`); the table lands in test-artifacts/fault-table.md
 test-faults: install
 	rm -f test-artifacts/fault-table.md

@@ -2,7 +2,9 @@
 
 Everything talks to the real Postgres and RabbitMQ on 127.0.0.1. The template is
 migrated once per session; each test gets `CREATE DATABASE … TEMPLATE` (fast) and its own
-vhost, so tests never see each other's rows, queues or messages.
+vhost, so tests never see each other's rows, queues or messages. Which servers: the
+`pg_server`, `amqp_server` and `rabbit_api` fixtures; the fault suite, which restarts
+them, overrides them with private ones (tests/faults/conftest.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -28,16 +31,17 @@ from tests.support import asyncapi, rabbit
 from tests.support.agent import Agent
 
 PG_SERVER = os.environ.get("CRONHOOKS_TEST_PG", "postgresql://127.0.0.1:5432")
+AMQP_SERVER = "amqp://guest:guest@127.0.0.1:5672"
 SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
 RUN_ID = uuid.uuid4().hex[:8]
 
 
-def dsn_for(name: str) -> str:
-    return f"{PG_SERVER}/{name}"
+def dsn_for(name: str, server: str = PG_SERVER) -> str:
+    return f"{server}/{name}"
 
 
-async def _drop_database(name: str) -> None:
-    admin = await asyncpg.connect(dsn_for("postgres"))
+async def _drop_database(name: str, server: str = PG_SERVER) -> None:
+    admin = await asyncpg.connect(dsn_for("postgres", server))
     try:
         await admin.execute(f'drop database if exists "{name}" with (force)')
     finally:
@@ -45,26 +49,52 @@ async def _drop_database(name: str) -> None:
 
 
 @pytest.fixture(scope="session")
-async def template_db() -> AsyncIterator[str]:
+def pg_server() -> str:
+    """The Postgres server of the tests' databases (a URL without a database)."""
+    return PG_SERVER
+
+
+@pytest.fixture(scope="session")
+def amqp_server() -> str:
+    """The RabbitMQ server of the tests' vhosts (a URL without a vhost)."""
+    return AMQP_SERVER
+
+
+@pytest.fixture(scope="session")
+def rabbit_api() -> str:
+    """That server's management API."""
+    return rabbit.MANAGEMENT
+
+
+@asynccontextmanager
+async def migrated_template(server: str) -> AsyncIterator[str]:
+    """The body of `template_db` (a fixture overriding `pg_server` overrides it too: a
+    session fixture is kept per definition, not per server)."""
     name = f"cronhooks_test_{RUN_ID}_tpl"
-    await migrate(dsn_for(name))
+    await migrate(dsn_for(name, server))
     yield name
-    await _drop_database(name)
+    await _drop_database(name, server)
+
+
+@pytest.fixture(scope="session")
+async def template_db(pg_server: str) -> AsyncIterator[str]:
+    async with migrated_template(pg_server) as name:
+        yield name
 
 
 @pytest.fixture
-async def database_url(template_db: str) -> AsyncIterator[str]:
+async def database_url(pg_server: str, template_db: str) -> AsyncIterator[str]:
     name = f"cronhooks_test_{RUN_ID}_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(dsn_for("postgres"))
+    admin = await asyncpg.connect(dsn_for("postgres", pg_server))
     try:
         await admin.execute(f'create database "{name}" template "{template_db}"')
     finally:
         await admin.close()
-    yield dsn_for(name)
+    yield dsn_for(name, pg_server)
     try:
-        await _check_events_against_asyncapi(dsn_for(name))
+        await _check_events_against_asyncapi(dsn_for(name, pg_server))
     finally:
-        await _drop_database(name)
+        await _drop_database(name, pg_server)
 
 
 # Events of test fixtures themselves (relay and consumer tests), not of the services.
@@ -95,16 +125,16 @@ def _check_event_class(event: Event) -> None:
 
 
 @pytest.fixture
-async def vhost() -> AsyncIterator[str]:
+async def vhost(rabbit_api: str) -> AsyncIterator[str]:
     name = f"cronhooks-test-{RUN_ID}-{uuid.uuid4().hex[:8]}"
-    await rabbit.create_vhost(name)
+    await rabbit.create_vhost(name, api=rabbit_api)
     yield name
-    await rabbit.delete_vhost(name)
+    await rabbit.delete_vhost(name, api=rabbit_api)
 
 
 @pytest.fixture
-def amqp_url(vhost: str) -> str:
-    return f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}"
+def amqp_url(amqp_server: str, vhost: str) -> str:
+    return f"{amqp_server}/{quote(vhost, safe='')}"
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ stops what it started and nothing else.
 
 The machine's shared servers (5432, 5672) serve the other tests and are never stopped:
 the stopped servers here are a private Postgres cluster (pg_createcluster) and a private
-RabbitMQ node (own name, ports and directories), each on a free port. Where a server
+RabbitMQ node (own name, ports and directories), each on a free port
+(tests/support/servers.py, which the fault suite starts the same way). Where a server
 cannot be started or installed, the script's answer is one line naming what to run.
 """
 
@@ -12,19 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pwd
 import shutil
 import socket
 import subprocess
-import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import SECRET_KEY
-from tests.support import quick_start
+from tests.support import quick_start, servers
 from tests.support.inprocess import eventually
 from tests.support.processes import free_port
 
@@ -38,63 +36,23 @@ def _answers(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _has_user(name: str) -> bool:
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return False
-    return True
-
-
 @pytest.fixture
 def stopped_postgres() -> Iterator[int]:
     """A private Debian Postgres cluster on a free port, created but not started."""
     if not shutil.which("pg_createcluster"):
         pytest.skip("no pg_createcluster (Debian's postgresql-common)")
-    version = sorted(os.listdir("/usr/lib/postgresql"), key=int)[-1]
-    name, port = f"cronhooks-test-{uuid.uuid4().hex[:8]}", free_port()
-    subprocess.run(
-        ["pg_createcluster", version, name, "--port", str(port)], check=True, capture_output=True
-    )
-    try:
-        yield port
-    finally:
-        subprocess.run(["pg_dropcluster", "--stop", version, name], capture_output=True)
+    with servers.stopped_postgres() as cluster:
+        yield cluster.port
 
 
 @pytest.fixture
 def stopped_rabbitmq() -> Iterator[tuple[int, dict[str, str]]]:
     """A private RabbitMQ node: its own name, ports and directories (RABBITMQ_* variables,
     which rabbitmq-server and rabbitmqctl read), not running."""
-    if not shutil.which("rabbitmq-server") or not _has_user("rabbitmq"):
+    if not shutil.which("rabbitmq-server") or not servers.has_user("rabbitmq"):
         pytest.skip("no Debian rabbitmq-server")
-    # Not under pytest's tmp_path: the node runs as the rabbitmq user, which must reach it.
-    base = Path(tempfile.mkdtemp(prefix="cronhooks-rabbitmq-"))
-    base.chmod(0o755)
-    for sub in ("mnesia", "log"):
-        (base / sub).mkdir()
-    (base / "enabled_plugins").write_text("[].\n")
-    shutil.chown(base, "rabbitmq")
-    for path in base.iterdir():
-        shutil.chown(path, "rabbitmq")
-    node = f"cronhooks-test-{uuid.uuid4().hex[:8]}@localhost"
-    port = free_port()
-    # Its own config: the machine's may pin the listener to 5672 (Debian's does here).
-    (base / "rabbitmq.conf").write_text(f"listeners.tcp.local = 127.0.0.1:{port}\n")
-    env = {
-        "RABBITMQ_NODENAME": node,
-        "RABBITMQ_NODE_PORT": str(port),
-        "RABBITMQ_DIST_PORT": str(free_port()),
-        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
-        "RABBITMQ_LOG_BASE": str(base / "log"),
-        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
-        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
-    }
-    try:
-        yield port, env
-    finally:
-        subprocess.run(["rabbitmqctl", "-n", node, "stop"], env={**os.environ, **env}, capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+    with servers.stopped_rabbitmq() as node:
+        yield node.port, node.env
 
 
 async def _script(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str]:

@@ -4,15 +4,14 @@ run three schedulers at once. After each: every slot requested once with one del
 every delivery done at least once, every event of the store published, every note written.
 
 Each scenario prints one row of the table in the closing note of the fault-suite issue.
+The servers restarted are the suite's own (tests/faults/conftest.py), never the machine's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import signal
-import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from cronhooks_common import broker
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
 from tests.support.processes import ARTIFACTS, Cluster, cluster, free_port
+from tests.support.servers import PrivateServers
 
 pytestmark = pytest.mark.faults
 
@@ -40,6 +40,7 @@ class Herd:
     c: Cluster
     agent: Agent
     start: datetime
+    servers: PrivateServers
     events: set[str] = field(default_factory=set)  # event ids seen by our own subscriber
     fault_at: float = 0.0
     first_after_fault: float | None = None
@@ -86,7 +87,7 @@ async def db(dsn: str) -> asyncpg.Connection:
     raise AssertionError("database did not come back")
 
 
-async def start_herd(c: Cluster, settings: Settings, agent: Agent) -> Herd:
+async def start_herd(c: Cluster, settings: Settings, agent: Agent, servers: PrivateServers) -> Herd:
     token = (await c.cli("admin", "create-token", "--name", "faults")).split()[-1]
     for i in range(WEBHOOKS):
         body = await c.graphql(
@@ -120,7 +121,7 @@ async def start_herd(c: Cluster, settings: Settings, agent: Agent) -> Herd:
         await conn.execute("select pg_notify('cronhooks_timers', '')")
     finally:
         await conn.close()
-    return Herd(c, agent, start)
+    return Herd(c, agent, start, servers)
 
 
 async def settle(h: Herd, settings: Settings, timeout: float = 240) -> dict[str, int]:
@@ -217,21 +218,12 @@ async def kill_and_restart(h: Herd, service: str) -> None:
     await h.c.start(service)
 
 
-async def restart_rabbitmq(_: Herd) -> None:
-    for args in (["stop_app"], ["start_app"]):
-        await asyncio.to_thread(
-            subprocess.run, ["rabbitmqctl", *args], check=True, capture_output=True
-        )
+async def restart_rabbitmq(h: Herd) -> None:
+    await h.servers.restart_rabbitmq()  # stop_app, start_app
 
 
-async def restart_postgres(_: Herd) -> None:
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
-    await asyncio.to_thread(
-        subprocess.run,
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
-        check=True,
-        capture_output=True,
-    )
+async def restart_postgres(h: Herd) -> None:
+    await h.servers.restart_postgres()  # pg_ctlcluster … restart
 
 
 async def two_more_schedulers(h: Herd) -> None:
@@ -273,12 +265,19 @@ async def herd_cluster(settings: Settings, queue_type: str) -> AsyncIterator[tup
 
 
 @pytest.mark.parametrize(("fault", "queue_type"), ROWS)
-async def test_a_herd_survives(fault: str, queue_type: str, herd_cluster, settings: Settings, amqp_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_a_herd_survives(
+    fault: str,
+    queue_type: str,
+    herd_cluster,
+    settings: Settings,
+    amqp_url: str,
+    private_servers: PrivateServers,
+) -> None:  # type: ignore[no-untyped-def]
     c, agent = herd_cluster
     seen: set[str] = set()
     subscriber = await subscribe(amqp_url, seen)
     try:
-        h = await start_herd(c, settings, agent)
+        h = await start_herd(c, settings, agent, private_servers)
         h.events = seen
         extra_first = fault == "3 schedulers at once"
         if extra_first:

@@ -13,28 +13,36 @@ MANAGEMENT = "http://127.0.0.1:15672/api"
 AUTH = {"Authorization": aiohttp.encode_basic_auth("guest", "guest")}
 
 
-async def _management_available() -> bool:
+async def _management_available(api: str) -> bool:
     try:
         async with (
             aiohttp.ClientSession(headers=AUTH) as session,
-            session.get(f"{MANAGEMENT}/overview", timeout=aiohttp.ClientTimeout(3)) as r,
+            session.get(f"{api}/overview", timeout=aiohttp.ClientTimeout(3)) as r,
         ):
             return r.status == 200
     except (aiohttp.ClientError, OSError, TimeoutError):
         return False
 
 
-async def create_vhost(name: str) -> None:
-    if await _management_available():
+def _shared_node(api: str) -> None:
+    # rabbitmqctl without a node name reaches the machine's node only.
+    assert api == MANAGEMENT, f"the management API {api} does not answer"
+
+
+async def create_vhost(name: str, api: str = MANAGEMENT) -> None:
+    """Create vhost `name` through the management API `api` (the machine's node by
+    default; rabbitmqctl there if its management plugin is off)."""
+    if await _management_available(api):
         async with aiohttp.ClientSession(headers=AUTH) as session:
-            async with session.put(f"{MANAGEMENT}/vhosts/{quote(name, safe='')}") as r:
+            async with session.put(f"{api}/vhosts/{quote(name, safe='')}") as r:
                 assert r.status in (201, 204), await r.text()
             async with session.put(
-                f"{MANAGEMENT}/permissions/{quote(name, safe='')}/guest",
+                f"{api}/permissions/{quote(name, safe='')}/guest",
                 json={"configure": ".*", "write": ".*", "read": ".*"},
             ) as r:
                 assert r.status in (201, 204), await r.text()
         return
+    _shared_node(api)
     ctl = shutil.which("rabbitmqctl") or "rabbitmqctl"
     await asyncio.to_thread(
         subprocess.run, [ctl, "add_vhost", name], check=True, capture_output=True
@@ -47,13 +55,14 @@ async def create_vhost(name: str) -> None:
     )
 
 
-async def delete_vhost(name: str) -> None:
-    if await _management_available():
+async def delete_vhost(name: str, api: str = MANAGEMENT) -> None:
+    if await _management_available(api):
         async with (
             aiohttp.ClientSession(headers=AUTH) as session,
-            session.delete(f"{MANAGEMENT}/vhosts/{quote(name, safe='')}"),
+            session.delete(f"{api}/vhosts/{quote(name, safe='')}"),
         ):
             return
+    _shared_node(api)
     ctl = shutil.which("rabbitmqctl") or "rabbitmqctl"
     await asyncio.to_thread(subprocess.run, [ctl, "delete_vhost", name], capture_output=True)
 

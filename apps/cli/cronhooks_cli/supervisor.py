@@ -54,7 +54,8 @@ async def _child(argv: list[str], env: dict[str, str], stop: asyncio.Event) -> N
             if proc.returncode is None:
                 proc.send_signal(signal.SIGTERM)
                 try:
-                    await asyncio.wait_for(waiter, 35)
+                    async with asyncio.timeout(35):  # not wait_for (clock.wait_set)
+                        await waiter
                 except TimeoutError:
                     proc.kill()
             return

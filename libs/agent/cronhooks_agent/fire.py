@@ -27,6 +27,7 @@ import structlog
 from aiohttp import web
 
 from cronhooks_agent.claims import ClaimStore
+from cronhooks_common.clock import wait_set
 from cronhooks_common.json_input import TooDeep, loads
 
 log = structlog.get_logger(__name__)
@@ -195,13 +196,10 @@ def fire_handler(
             verifier.accept_once(claims)
         except FireAuthError as exc:
             return web.json_response({"error": f"invalid token: {exc}"}, status=401)
-        if ready is not None and not ready.is_set():
-            try:
-                await asyncio.wait_for(ready.wait(), ready_timeout)
-            except TimeoutError:
-                return web.json_response(
-                    {"error": "agent not ready; retry"}, status=503, headers={"Retry-After": "60"}
-                )
+        if ready is not None and not ready.is_set() and not await wait_set(ready, ready_timeout):
+            return web.json_response(
+                {"error": "agent not ready; retry"}, status=503, headers={"Retry-After": "60"}
+            )
         if await store.claim(job_id, fire_at):
             task = asyncio.create_task(_run(run, job_id, fire_at))
             running.add(task)

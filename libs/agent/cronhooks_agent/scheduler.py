@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 
 from cronhooks_agent.client import AuthRejected, CronClient, Diff, PlatformUnavailable
+from cronhooks_common.clock import wait_set
 from cronhooks_common.cron import CronSchedule
 
 log = structlog.get_logger(__name__)
@@ -134,8 +135,7 @@ class AgentScheduler:
             delay = (
                 60.0 if not upcoming else max(0.0, (min(upcoming) - self._now()).total_seconds())
             )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), min(delay, 60.0))
+            await wait_set(self._wake, min(delay, 60.0))  # a stop's cancel ends it
 
     async def stop(self) -> None:
         if self._ticker is not None:

@@ -127,7 +127,8 @@ async def _write(channel: AbstractChannel, acks: list[tuple[int, bool]]) -> None
     died without closing its channel yet is noticed."""
     while not _gone(channel):
         try:
-            await asyncio.wait_for(amqp_writes.queue_acks(channel, acks), WRITE_WAIT_SECONDS)
+            async with asyncio.timeout(WRITE_WAIT_SECONDS):  # not wait_for (clock.wait_set)
+                await amqp_writes.queue_acks(channel, acks)
             return
         except TRANSIENT_AMQP_ERRORS as exc:  # a timeout among them: look again
             if not isinstance(exc, TimeoutError):

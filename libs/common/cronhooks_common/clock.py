@@ -6,7 +6,6 @@ Only composition roots create a `SystemClock`; everything else receives a `Clock
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -29,8 +28,7 @@ class SystemClock:
         timeout = None if deadline is None else (deadline - self.now()).total_seconds()
         if timeout is not None and timeout <= 0:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), timeout)
+        await wait_set(wake, timeout)
 
 
 class ManualClock:
@@ -59,6 +57,25 @@ class ManualClock:
             _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for task in pending:
                 task.cancel()
+
+
+async def wait_set(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait until `event` is set (True) or `timeout` seconds have passed (False; None:
+    no limit). A cancel of the waiting task always ends the wait.
+
+    Not `asyncio.wait_for(event.wait(), timeout)`: on Python 3.11 that returns normally
+    when the waiting task is cancelled in the few loop turns between the event being set
+    and the wait resuming (it returns the inner result instead of raising the
+    cancellation; CPython gh-86296, rewritten in 3.12). A loop that waits so, cancelled by
+    its stop() just as a NOTIFY sets its event, loses the cancel and runs on, and the
+    stop() that awaits it never returns. `asyncio.timeout` counts cancels: a cancel from
+    outside is never taken for its own timeout, nor dropped."""
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
 
 
 def utc(dt: datetime) -> datetime:

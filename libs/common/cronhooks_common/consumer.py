@@ -176,7 +176,8 @@ class Consumer:
         """Stop taking messages, finish those in hand (up to `timeout`), give back the rest."""
         await self._consuming.cancel()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._inflight.join(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for (clock.wait_set)
+                await self._inflight.join()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

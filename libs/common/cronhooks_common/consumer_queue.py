@@ -118,7 +118,9 @@ class Subscription:
         while not self._stopping:
             await asyncio.sleep(RESUBSCRIBE_CHECK_SECONDS)
             try:
-                await asyncio.wait_for(self.renew(channel), RESUBSCRIBE_CHECK_SECONDS * 5)
+                # asyncio.timeout, not wait_for: a stop's cancel must end it (clock.wait_set)
+                async with asyncio.timeout(RESUBSCRIBE_CHECK_SECONDS * 5):
+                    await self.renew(channel)
             except TRANSIENT as exc:  # a timeout among them
                 log.warning("consumer_resubscribe_failed", queue=self.queue, error=repr(exc))
 

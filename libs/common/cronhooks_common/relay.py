@@ -38,7 +38,6 @@ kind of process is connected, it hands the lead back (closes its session).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -55,6 +54,7 @@ from cronhooks_common.broker import (
     publish_round,
 )
 from cronhooks_common.buckets import Router, fetch_routed, partition
+from cronhooks_common.clock import wait_set
 from cronhooks_common.events import Event
 from cronhooks_common.eventstore import _COLUMNS, event_from_row, probe_sql
 
@@ -196,8 +196,7 @@ class OutboxRelay:
                 if await self._hands_back(conn):
                     log.info("relay_handing_back")
                     return  # the session closes, and the lock with it
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._poll_seconds)
+                await wait_set(self._wake, self._poll_seconds)  # a cancel ends it (clock.py)
         finally:
             if not channel.is_closed:
                 await channel.close()

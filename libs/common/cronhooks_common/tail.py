@@ -22,13 +22,13 @@ buckets' partitions nor scans past their events.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import asyncpg
 import structlog
 
+from cronhooks_common.clock import wait_set
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import Event
 from cronhooks_common.eventstore import _COLUMNS, event_from_row, probe_sql
@@ -179,5 +179,4 @@ async def follow(
             patience = min(patience * 2, poll_seconds)
             continue
         wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), poll_seconds)
+        await wait_set(wake, poll_seconds)  # not wait_for: a stop's cancel must end it
