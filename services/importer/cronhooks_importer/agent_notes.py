@@ -1,5 +1,5 @@
-"""What an agent can do with notes (CONTRACT §5): the one code path behind the REST routes
-(api.py) and the agent GraphQL API (agent_graphql.py).
+"""Step 2: what an agent can do with notes (CONTRACT §5), the one code path behind the
+REST routes (api.py) and the agent GraphQL API (agent_graphql.py).
 
 Reads show only what the caller may read. Writes — push, commit of staged updates, hide —
 pass the same batch rules (rules.py: a path once, 1,000 changes, 2 MiB, the caller's write

@@ -150,7 +150,7 @@ def add_token_api(app: web.Application, *, notes: AgentNotes, callers: Callers) 
     async def remove_note(request: web.Request) -> web.Response:
         who = await caller(request)
         path = note_path(request)
-        removal: dict[str, Any] = {"path": path}
+        removal = {"path": path}  # judged by parse_removals, as any input
         if "expected_hash" in request.query:
             removal["expected_hash"] = request.query["expected_hash"]
         result = await notes.hide(who, [removal])

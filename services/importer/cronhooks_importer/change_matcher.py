@@ -1,5 +1,5 @@
-"""Change webhooks (CONTRACT §11): every committed note batch requests one delivery per
-change webhook it fires.
+"""Step 3, change webhooks (CONTRACT §11): every committed note batch requests one
+delivery per change webhook it fires.
 
 The matcher tails the event store in commit order (cronhooks_common.tail) and reads the
 `webhook.*` events of change webhooks and the `note.changed` events together, as they
