@@ -95,15 +95,15 @@ class Step:
     fired: list[Match] = field(default_factory=list)
 
     def judge_notes(self) -> None:
-        """The (webhook, batch) pairs the held run fires, judged by the index as it is now."""
+        """The (webhook, batch) pairs the held run fires, judged by the index as it is now:
+        at the end of the step, and before any webhook event changes what the index says."""
         self.fired += matches(self.index, self.notes)
         self.notes = []
 
-    def webhook_changes(self, webhook: WebhookRef) -> bool:
-        """A webhook event ends the run of note events before it; True if it is about a
-        change webhook (one id space for both kinds: the kind tells them apart)."""
-        self.judge_notes()
-        return webhook.kind == CHANGE
+
+def is_change(webhook: WebhookRef) -> bool:
+    """One id space for both kinds of webhook: the kind tells them apart."""
+    return webhook.kind == CHANGE
 
 
 def note_batches(notes: list[Note]) -> Iterator[list[Note]]:
@@ -139,12 +139,14 @@ async def hold_note(step: Step, event: Event, change: NoteChanged) -> None:
 
 
 async def keep_change_webhook(step: Step, event: Event, webhook: WebhookConfigured) -> None:
-    if step.webhook_changes(webhook):
+    step.judge_notes()
+    if is_change(webhook):
         await _keep(step, webhook.webhook_id, webhook.config)
 
 
 async def pause_change_webhook(step: Step, event: Event, webhook: WebhookDisabled) -> None:
-    if not step.webhook_changes(webhook):
+    step.judge_notes()
+    if not is_change(webhook):
         return
     kept = await queries.change_webhook_config(step.conn, webhook.webhook_id)
     if kept is None:
@@ -155,7 +157,8 @@ async def pause_change_webhook(step: Step, event: Event, webhook: WebhookDisable
 
 
 async def forget_change_webhook(step: Step, event: Event, webhook: WebhookDeleted) -> None:
-    if step.webhook_changes(webhook):
+    step.judge_notes()
+    if is_change(webhook):
         await queries.forget_change_webhook(step.conn, webhook.webhook_id)
         step.index.put(webhook.webhook_id, None)
 
