@@ -9,6 +9,7 @@ arguments are `BAD_USER_INPUT` with `extensions.field`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ async def resolve_note(_: Any, info: Info, path: str) -> Any:
     return None if row is None else dict(row)
 
 
-def _error_payload(result: WriteResult) -> dict[str, Any]:
+def _error_payload(result: WriteResult) -> dict[str, object]:
     errors = [e.to_json() for e in result.errors]
     shown = "; ".join(
         f"{e['path']}: {e['error']}" if e["path"] else e["error"]
@@ -142,7 +143,7 @@ async def resolve_hide_notes(_: Any, info: Info, input: dict[str, Any]) -> Any:
     return {"__typename": "HideNotesPayload", "paths": [a.path for a in result.applied]}
 
 
-def _typename(obj: dict[str, Any], *_: Any) -> str:
+def _typename(obj: Mapping[str, object], *_: Any) -> str:
     return str(obj["__typename"])
 
 
@@ -210,4 +211,3 @@ def add_agent_graphql(app: web.Application, *, notes: AgentNotes, callers: Calle
         return web.json_response(result, status=200 if success or "data" in result else 400)
 
     app.router.add_post("/graphql", execute)
-

@@ -1,5 +1,5 @@
-"""What an agent can do with notes (CONTRACT §5): the one code path behind the REST routes
-(api.py) and the agent GraphQL API (agent_graphql.py).
+"""Step 2: what an agent can do with notes (CONTRACT §5), the one code path behind the
+REST routes (api.py) and the agent GraphQL API (agent_graphql.py).
 
 Reads show only what the caller may read. Writes — push, commit of staged updates, hide —
 pass the same batch rules (rules.py: a path once, 1,000 changes, 2 MiB, the caller's write
@@ -15,16 +15,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
 from cronhooks_common import eventstore
 from cronhooks_common.clock import Clock
-from cronhooks_common.events import Causation
+from cronhooks_common.events import Causation, ImportFields, NewEvent
 from cronhooks_common.globs import glob_to_regex, like_prefix
 from cronhooks_common.refusals import log_refused
+from cronhooks_importer import queries
 from cronhooks_importer.callers import Caller
 from cronhooks_importer.imports import BATCHES, apply_batch, too_deep, verdict
 from cronhooks_importer.rules import (
@@ -39,6 +39,8 @@ from cronhooks_importer.rules import (
 from cronhooks_importer.store import Applied
 
 MAX_LISTED = 10_000
+
+Operation = Literal["push", "commit", "hide"]  # as the verdict names it
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,25 +63,17 @@ class AgentNotes:
         the caller may not read never leave the database."""
         # one condition per set of read patterns: a path must match one pattern of each
         sets = [[glob_to_regex(p) for p in patterns] for patterns in caller.read_patterns]
-        readable = "".join(f" and path ~ any(${n + 4}::text[])" for n in range(len(sets)))
-        rows: list[asyncpg.Record] = await self.pool.fetch(
-            "select path, content_hash, version, updated_at from importer.notes"
-            f" where path like $1 and path ~ $2 and not removed{readable}"
-            " order by path limit $3",
-            like_prefix(pattern),
-            glob_to_regex(pattern),
-            MAX_LISTED,
-            *sets,
+        return await queries.readable_notes(
+            self.pool,
+            prefix=like_prefix(pattern),
+            regex=glob_to_regex(pattern),
+            limit=MAX_LISTED,
+            pattern_sets=sets,
         )
-        return rows
 
     async def get(self, path: str) -> asyncpg.Record | None:
         """The note at `path` (the caller's read patterns are checked by the route)."""
-        return await self.pool.fetchrow(
-            "select path, content, content_hash, version, depth, updated_at from importer.notes"
-            " where path = $1 and not removed",
-            path,
-        )
+        return await queries.visible_note(self.pool, path)
 
     # --- writes --------------------------------------------------------------------------
 
@@ -105,25 +99,11 @@ class AgentNotes:
             return WriteResult(errors=errors)
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
-            await self._forget_expired(conn, now)
-            await conn.execute(
-                """
-                insert into importer.staged_changes
-                    (owner, path, content, expected_hash, staged_at, expires_at)
-                select $1, p, c, h, $5, $6
-                from unnest($2::text[], $3::text[], $4::text[]) as x(p, c, h)
-                on conflict (owner, path) do update set
-                    content = excluded.content, expected_hash = excluded.expected_hash,
-                    staged_at = excluded.staged_at, expires_at = excluded.expires_at
-                """,
-                caller.stage_owner,
-                [c.path for c in changes],
-                [c.content for c in changes],
-                [c.expected_hash for c in changes],
-                now,
-                caller.expires_at,
+            await queries.forget_expired_stages(conn, now)
+            await queries.stage_changes(
+                conn, caller.stage_owner, changes, now=now, expires_at=caller.expires_at
             )
-            ids = await note_ids(conn, [c.path for c in changes])
+            ids = await queries.note_ids(conn, [c.path for c in changes])
         staged = [Applied(c.path, content_hash(c.content or ""), 0, "staged") for c in changes]
         return WriteResult(applied=staged, ids=ids)
 
@@ -133,33 +113,20 @@ class AgentNotes:
         and 2 MiB. Rejected, it writes nothing and the staged updates stay as they are."""
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
-            await self._forget_expired(conn, now)
+            await queries.forget_expired_stages(conn, now)
             # The bounds first, from the sizes alone: an oversized stage is never loaded.
-            staged = await conn.fetchrow(
-                "select count(*) as changes, coalesce(sum(octet_length(content)), 0) as size"
-                " from importer.staged_changes where owner = $1",
-                caller.stage_owner,
-            )
-            if staged["changes"] == 0:
+            count, size = await queries.staged_size(conn, caller.stage_owner)
+            if count == 0:
                 return WriteResult()
             changes: list[Change] = []
-            errors = batch_limits(staged["changes"], staged["size"])
+            errors = batch_limits(count, size)
             if not errors:
-                rows = await conn.fetch(
-                    "select path, content, expected_hash from importer.staged_changes"
-                    " where owner = $1 order by path for update",
-                    caller.stage_owner,
-                )
-                changes = [Change(r["path"], r["content"], r["expected_hash"]) for r in rows]
+                changes = await queries.staged_changes(conn, caller.stage_owner)
                 errors = check_batch(changes, may_write=caller.may_write)
             result = await self._apply(conn, caller, changes, errors, operation="commit")
             if not result.errors:
                 # What was committed, not what was staged since (by the same credential).
-                await conn.execute(
-                    "delete from importer.staged_changes where owner = $1 and path = any($2)",
-                    caller.stage_owner,
-                    [c.path for c in changes],
-                )
+                await queries.unstage(conn, caller.stage_owner, [c.path for c in changes])
             return result
 
     async def _apply(
@@ -169,7 +136,7 @@ class AgentNotes:
         changes: list[Change],
         errors: list[ChangeError],
         *,
-        operation: str,
+        operation: Operation,
     ) -> WriteResult:
         now = self.clock.now()
         causation = Causation.new(actor=caller.subject)
@@ -184,17 +151,10 @@ class AgentNotes:
             now=now,
             skip_webhooks=caller.skip_webhooks,
         )
-        common = {
-            "delivery_id": caller.delivery_id,
-            "writer": caller.writer,
-            "depth": caller.depth,
-            "source": "api_key" if caller.label is not None else "token",
-            "operation": operation,
-        }
         await eventstore.append(
             conn,
             f"push-{uuid.uuid4()}",
-            [verdict(common, applied, errors)],
+            [NewEvent.of(verdict(push_of(caller, operation), applied, errors))],
             expected_version=0,
             causation=causation,
             occurred_at=now,
@@ -202,15 +162,19 @@ class AgentNotes:
         BATCHES.labels("token", "rejected" if errors else "imported").inc()
         if errors:
             _log_refused(operation, caller, errors)
-        ids = {} if errors else await note_ids(conn, [a.path for a in applied])
+        ids = {} if errors else await queries.note_ids(conn, [a.path for a in applied])
         return WriteResult(applied=applied, errors=errors, ids=ids)
 
-    @staticmethod
-    async def _forget_expired(conn: asyncpg.Connection, now: datetime) -> None:
-        await conn.execute(
-            "delete from importer.staged_changes where expires_at is not null and expires_at <= $1",
-            now,
-        )
+
+def push_of(caller: Caller, operation: Operation) -> ImportFields:
+    """Which push a verdict closes: who wrote, at which depth, by which operation."""
+    return ImportFields(
+        delivery_id=caller.delivery_id,
+        writer=caller.writer,
+        depth=caller.depth,
+        source="api_key" if caller.label is not None else "token",
+        operation=operation,
+    )
 
 
 def _log_refused(operation: str, caller: Caller, errors: Sequence[ChangeError]) -> None:
@@ -225,18 +189,3 @@ def _log_refused(operation: str, caller: Caller, errors: Sequence[ChangeError]) 
         writer=caller.subject,
         errors=len(errors),
     )
-
-
-async def note_ids(conn: asyncpg.Connection, paths: Sequence[str]) -> dict[str, int]:
-    """The stable id of each path, given on first sight and never reused."""
-    if not paths:
-        return {}
-    await conn.execute(
-        "insert into importer.note_ids (path) select unnest($1::text[]) order by 1"
-        " on conflict (path) do nothing",
-        list(paths),
-    )
-    rows = await conn.fetch(
-        "select path, id from importer.note_ids where path = any($1::text[])", list(paths)
-    )
-    return {r["path"]: r["id"] for r in rows}

@@ -19,6 +19,7 @@ import json
 import unicodedata
 from typing import Any
 
+import msgspec
 import structlog
 from aiohttp import web
 
@@ -143,12 +144,13 @@ def add_token_api(app: web.Application, *, notes: AgentNotes, callers: Callers) 
         result = await notes.push(who, body["changes"])
         if result.errors:
             return _rejected(result)
-        return web.json_response({"applied": [a.to_json() for a in result.applied]})
+        applied = msgspec.to_builtins([a.change for a in result.applied])
+        return web.json_response({"applied": applied})
 
     async def remove_note(request: web.Request) -> web.Response:
         who = await caller(request)
         path = note_path(request)
-        removal: dict[str, Any] = {"path": path}
+        removal = {"path": path}  # judged by parse_removals, as any input
         if "expected_hash" in request.query:
             removal["expected_hash"] = request.query["expected_hash"]
         result = await notes.hide(who, [removal])

@@ -1,29 +1,42 @@
-"""importer service: owns the note store.
+"""importer service: owns the note store. The composition root.
 
-Flow: `delivery.changes_received` (consumer) → imports.py: check (rules.py) and apply
-(store.py) all or nothing → `note.changed` per note and `notes.imported`/`notes.rejected`
-on the delivery's stream. Agents with a token read and write through agent_notes.py, by
-REST (api.py) or GraphQL (agent_graphql.py), with the same apply function.
+1. An agent's answer with note changes: `delivery.changes_received` (the consumer, routed
+   by answers.HANDLERS) → answers.py → the one write path, imports.py: the batch rules
+   (rules.py), applied all or nothing (store.py) → `note.changed` per note and the
+   verdict, `notes.imported`/`notes.rejected`, on the delivery's stream. An answer that
+   keeps failing is rejected by answers.fault_ender.
+2. Agents and admins read and write notes through the agent API: REST (api.py) and
+   GraphQL (agent_graphql.py), both through agent_notes.py, with callers.py and scopes.py
+   saying who calls and what their webhook allows now; writes take the same write path
+   (imports.py) and close with the verdict on a `push-{uuid}` stream.
+3. Change webhooks: change_matcher.py tails the committed `webhook.*` and `note.changed`
+   events; change_step.py (routed by `MATCHING`) keeps the change webhooks, judges each
+   note batch by change_index.py and requests its deliveries (`delivery.requested`).
+
+Every SQL statement is in queries.py.
 """
 
 from __future__ import annotations
 
+import asyncpg
+
 from cronhooks_common.consumer import Consumer
-from cronhooks_common.events import EventType
+from cronhooks_common.events import Event
 from cronhooks_common.service import Runtime
 from cronhooks_common.tokens import AdminWriteTokens, ApiTokens
 from cronhooks_importer.agent_graphql import add_agent_graphql
 from cronhooks_importer.agent_notes import AgentNotes
+from cronhooks_importer.answers import HANDLERS, INBOX, Importing, fault_ender
 from cronhooks_importer.api import add_token_api
 from cronhooks_importer.callers import Callers
 from cronhooks_importer.change_matcher import ChangeMatcher
-from cronhooks_importer.imports import make_fault_ender, make_handler
 from cronhooks_importer.scopes import WebhookScopes
 
 
 class Importer:
     def __init__(self, runtime: Runtime) -> None:
         settings = runtime.settings
+        clock = runtime.clock
         tokens = ApiTokens(
             master_key=settings.secret_key,
             issuer=settings.public_url,
@@ -36,24 +49,27 @@ class Importer:
                 master_key=settings.secret_key, issuer=settings.public_url
             ),
             scopes=self.scopes,
-            clock=runtime.clock,
+            clock=clock,
             pool=runtime.pool,
         )
-        notes = AgentNotes(pool=runtime.pool, clock=runtime.clock)
+        notes = AgentNotes(pool=runtime.pool, clock=clock)
         add_token_api(runtime.http, notes=notes, callers=callers)
         add_agent_graphql(runtime.http, notes=notes, callers=callers)
+
+        async def handle(conn: asyncpg.Connection, event: Event) -> None:
+            await HANDLERS.handle(Importing(conn, clock), event)
+
         self.consumer = Consumer(
             name="importer",
             amqp=runtime.amqp,
             pool=runtime.pool,
-            inbox="importer.inbox",
-            routing_keys=[EventType.DELIVERY_CHANGES_RECEIVED],
-            transactional=make_handler(runtime.clock),
-            on_poison=make_fault_ender(runtime.pool, "importer.inbox", runtime.clock),
+            inbox=INBOX,
+            routing_keys=HANDLERS.routing_keys,
+            transactional=handle,
+            on_poison=fault_ender(runtime.pool, clock),
             queue_type=runtime.settings.queue_type,
         )
-        # Change webhooks: committed note batches → delivery.requested (change_matcher.py).
-        self.matcher = ChangeMatcher(runtime.pool, settings.database_url, runtime.clock)
+        self.matcher = ChangeMatcher(runtime.pool, settings.database_url, clock)
 
     async def start(self) -> None:
         await self.consumer.start()

@@ -29,6 +29,7 @@ from cronhooks_common.tokens import (
     TokenError,
     is_admin_write_token,
 )
+from cronhooks_importer import queries
 from cronhooks_importer.scopes import WebhookScopes
 
 # A path is allowed if it matches one pattern of every set; no sets: every path.
@@ -121,10 +122,8 @@ class Callers:
         )
 
     async def _key_caller(self, key: str) -> Caller:
-        row = await self.pool.fetchrow(
-            "select id, name, skip_webhooks from shared.api_keys"
-            " where key_hash = $1 and revoked_at is null",
-            hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest(),
+        row = await queries.live_api_key(
+            self.pool, hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
         )
         if row is None:
             raise Unauthorized("invalid X-API-Key: unknown or revoked")

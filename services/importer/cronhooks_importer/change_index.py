@@ -15,13 +15,16 @@ dictionary lookups, then fnmatch on those few (Python caches compiled patterns).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cronhooks_common.change_payload import ChangePayload, change_payload
-from cronhooks_common.globs import matches_any
+import msgspec
 
-FILTERS = {"create": "on_create", "update": "on_update", "remove": "on_remove"}
+from cronhooks_common.change_payload import ChangePayload, change_payload
+from cronhooks_common.events import NoteChanged, Target, WebhookConfig
+from cronhooks_common.globs import matches_any
+from cronhooks_common.webhooks import target_of
 
 
 def literal_prefix(pattern: str) -> str:
@@ -34,19 +37,33 @@ def literal_prefix(pattern: str) -> str:
 @dataclass(frozen=True, slots=True)
 class ChangeWebhook:
     webhook_id: int
-    config: dict[str, Any]  # the webhook's configuration as its events carry it
+    config: WebhookConfig
+    # The configuration as its events carry it: what change_payload and target_of read.
+    carried: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, webhook_id: int, config: WebhookConfig) -> ChangeWebhook:
+        return cls(webhook_id, config, msgspec.to_builtins(config))
 
     @property
     def max_depth(self) -> int:
-        return int(self.config.get("max_depth", 1))
+        return self.config.max_depth
 
-    def passes(self, change: dict[str, Any]) -> bool:
-        c = self.config
-        if not c.get(FILTERS.get(change["event"], ""), False):
+    @property
+    def target(self) -> Target:
+        """What its deliveries carry for the dispatcher to send them."""
+        return Target(**target_of(dict(self.carried)))
+
+    def fires_on(self, event: str) -> bool:
+        c = self.config  # a filter absent from the configuration (UNSET) is off
+        return bool({"create": c.on_create, "update": c.on_update, "remove": c.on_remove}[event])
+
+    def passes(self, change: NoteChanged) -> bool:
+        if not self.fires_on(change.event):
             return False
-        path = change["path"]
-        return matches_any(path, c.get("include_patterns") or ()) and not matches_any(
-            path, c.get("exclude_patterns") or ()
+        c = self.config
+        return matches_any(change.path, c.include_patterns or ()) and not matches_any(
+            change.path, c.exclude_patterns or ()
         )
 
 
@@ -60,21 +77,21 @@ class ChangeIndex:
     def __len__(self) -> int:
         return len(self._hooks)
 
-    def put(self, webhook_id: int, config: dict[str, Any] | None) -> None:
-        """Set a webhook's configuration; None (deleted, disabled, paused) removes it."""
+    def put(self, webhook_id: int, config: WebhookConfig | None) -> None:
+        """Set a webhook's configuration; None (deleted) or disabled removes it."""
         self.remove(webhook_id)
-        if config is None or not config.get("enabled", True):
+        if config is None or not config.enabled:
             return
-        hook = ChangeWebhook(webhook_id, config)
+        hook = ChangeWebhook.of(webhook_id, config)
         self._hooks[webhook_id] = hook
-        for pattern in config.get("include_patterns") or ():
+        for pattern in config.include_patterns or ():
             self._by_prefix[literal_prefix(pattern)].add(webhook_id)
 
     def remove(self, webhook_id: int) -> None:
         old = self._hooks.pop(webhook_id, None)
         if old is None:
             return
-        for pattern in old.config.get("include_patterns") or ():
+        for pattern in old.config.include_patterns or ():
             prefix = literal_prefix(pattern)
             ids = self._by_prefix.get(prefix)
             if ids is not None:
@@ -91,18 +108,21 @@ class ChangeIndex:
         return found
 
     def matches(
-        self, changes: list[dict[str, Any]], *, depth: int
+        self, changes: Sequence[NoteChanged], *, depth: int
     ) -> list[tuple[ChangeWebhook, ChangePayload]]:
         """(webhook, its payload's changes) for every webhook the batch fires, by id. What
         each change shows (readPatterns, includeContent, the 1 MiB cap) is
         change_payload's to say, as for every other change delivery."""
-        passing: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        passing: dict[int, list[NoteChanged]] = defaultdict(list)
         for change in changes:
-            for webhook_id in self._candidates(change["path"]):
+            for webhook_id in self._candidates(change.path):
                 hook = self._hooks[webhook_id]
                 if depth < hook.max_depth and hook.passes(change):
                     passing[webhook_id].append(change)
         return [
-            (self._hooks[i], change_payload(self._hooks[i].config, passing[i]))
+            (
+                self._hooks[i],
+                change_payload(self._hooks[i].carried, [c.to_data() for c in passing[i]]),
+            )
             for i in sorted(passing)
         ]

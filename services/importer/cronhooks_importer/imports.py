@@ -1,35 +1,24 @@
-"""Import the note changes an agent answered with (`delivery.changes_received`).
+"""The one write path of notes: a batch applied all or nothing, and the verdict closing it.
 
-The batch is checked (rules.py) and applied (store.py) all or nothing, at the depth the
-dispatcher states (1 for synchronous answers) under the webhook's write patterns. The
-verdict goes on the delivery's stream: `notes.imported` with what was applied, or
-`notes.rejected` with one error per offending change; the dispatcher then finishes the
-attempt (and retries it with the importer's reasons as `previous_error`).
-
-The notes and the verdict commit together or not at all: a delivery that ended meanwhile
-(the scheduler's watchdog abandoned it, its stream moved on) gets no late writes. An
-import that fails however often it is tried (a bug of ours) is rejected with `internal
-error: …` by `end_by_fault`, so its attempt ends instead of waiting behind a dead letter.
+Every write — an agent's answer (answers.py), a push, a commit of staged updates, a hide
+(agent_notes.py) — is checked by the batch rules (rules.py) and the depth guard, then
+applied by `apply_batch` (store.py, in a savepoint: all or nothing). Its verdict is
+`notes.imported` with what was applied or `notes.rejected` with one error per offending
+change, saying which attempt or push the import closes (`ImportFields`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 import asyncpg
-import structlog
+import msgspec
 from prometheus_client import Counter
 
-from cronhooks_common import eventstore
-from cronhooks_common.clock import Clock
-from cronhooks_common.consumer import PoisonHandler
-from cronhooks_common.events import Causation, Event, EventType, NewEvent
-from cronhooks_common.faults import internal_error, poison_ender
+from cronhooks_common.events import Causation, ImportFields, NotesImported, NotesRejected
 from cronhooks_importer.rules import FORBIDDEN, Change, ChangeError, allowed_by, parse_changes
 from cronhooks_importer.store import Applied, Rejected, apply_changes
-
-log = structlog.get_logger(__name__)
 
 BATCHES = Counter("cronhooks_importer_batches_total", "Change batches", ["source", "outcome"])
 
@@ -105,74 +94,11 @@ async def apply_batch(
 
 
 def verdict(
-    common: Mapping[str, object], applied: list[Applied], errors: list[ChangeError]
-) -> NewEvent:
+    closes: ImportFields, applied: list[Applied], errors: list[ChangeError]
+) -> NotesImported | NotesRejected:
     """`notes.imported` with what was applied, or `notes.rejected` with why: the event that
-    closes an import, from a synchronous answer or a token push alike."""
+    closes an import (which one: `closes`), from a synchronous answer or a push alike."""
+    fields = msgspec.structs.asdict(closes)  # what is UNSET there stays left out
     if errors:
-        errors_json = [e.to_json() for e in errors]
-        return NewEvent(EventType.NOTES_REJECTED, {**common, "errors": errors_json})
-    return NewEvent(EventType.NOTES_IMPORTED, {**common, "applied": [a.to_json() for a in applied]})
-
-
-def make_handler(clock: Clock):  # type: ignore[no-untyped-def]
-    async def on_changes_received(conn: asyncpg.Connection, event: Event) -> None:
-        d = event.data
-        causation = Causation.following(event, actor="importer")
-        now = clock.now()
-        try:
-            async with conn.transaction():  # savepoint: the notes go only with the verdict
-                applied, errors = await import_changes(
-                    conn,
-                    d.get("changes"),
-                    write_patterns=d.get("write_patterns", []),
-                    depth=int(d.get("depth", 1)),
-                    max_depth=int(d.get("max_depth", 1)),
-                    writer=f"delivery:{d['delivery_id']}",
-                    causation=causation,
-                    now=now,
-                )
-                await eventstore.append(
-                    conn,
-                    event.stream,
-                    [verdict(_common(d), applied, errors)],
-                    expected_version=event.version,
-                    causation=causation,
-                    occurred_at=now,
-                )
-        except eventstore.ConcurrencyError:
-            log.warning("changes_after_delivery_ended", delivery_id=d["delivery_id"])
-            return
-        BATCHES.labels("delivery", "rejected" if errors else "imported").inc()
-        log.info(
-            "changes_imported" if not errors else "changes_rejected",
-            delivery_id=d["delivery_id"],
-            applied=len(applied),
-            errors=len(errors),
-        )
-
-    return on_changes_received
-
-
-def _common(d: Mapping[str, object]) -> dict[str, object]:
-    """The fields of a verdict that say which attempt it answers."""
-    return {
-        "delivery_id": d["delivery_id"],
-        "webhook_id": d["webhook_id"],
-        "attempt": d["attempt"],
-        "scheduled_for": d.get("scheduled_for"),
-        "trigger": d.get("trigger"),
-        "depth": int(str(d.get("depth", 1))),
-    }
-
-
-def rejected_by_fault(event: Event, error: Exception) -> NewEvent | None:
-    """An import that keeps failing is rejected with `internal error: …`, so the dispatcher
-    ends its attempt (the consumer's `on_poison`, through `poison_ender`)."""
-    if event.type != EventType.DELIVERY_CHANGES_RECEIVED:
-        return None
-    return verdict(_common(event.data), [], [ChangeError("", internal_error(error))])
-
-
-def make_fault_ender(pool: asyncpg.Pool, inbox: str, clock: Clock) -> PoisonHandler:
-    return poison_ender(pool, inbox=inbox, actor="importer", clock=clock, ending=rejected_by_fault)
+        return NotesRejected(**fields, errors=[e.refused for e in errors])
+    return NotesImported(**fields, applied=[a.change for a in applied])

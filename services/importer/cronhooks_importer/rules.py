@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cronhooks_common.events import storable
+from cronhooks_common.events import ChangeRefused, storable
 from cronhooks_common.globs import matches_any
 from cronhooks_common.paths import MAX_PATH_BYTES, path_problem
 
@@ -77,10 +77,16 @@ class ChangeError:
             return first
         return "path" if self.path and not self.path.startswith("#") else "changes"
 
-    def to_json(self) -> dict[str, str]:
+    @property
+    def refused(self) -> ChangeRefused:
         # The offending path as sent may hold what an event cannot (NUL, a lone surrogate):
         # shown with U+FFFD in its place, in the answer and in the notes.rejected event.
-        return {"path": storable(self.path), "error": storable(self.error)}
+        return ChangeRefused(path=storable(self.path), error=storable(self.error))
+
+    def to_json(self) -> dict[str, str]:
+        """As the agent API answers it: as the notes.rejected event holds it."""
+        refused = self.refused
+        return {"path": refused.path, "error": refused.error}
 
 
 def _is_utf8(text: str) -> bool:

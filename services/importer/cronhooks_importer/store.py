@@ -17,12 +17,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Literal
 
 import asyncpg
 
 from cronhooks_common import eventstore
-from cronhooks_common.events import Causation, EventType, NewEvent, note_stream
+from cronhooks_common.events import AppliedChange, Causation, NewEvent, NoteChanged, note_stream
+from cronhooks_importer import queries
 from cronhooks_importer.rules import CONFLICT, MISSING, Change, ChangeError, content_hash
 
 
@@ -36,11 +37,13 @@ class Rejected(Exception):
 class Applied:
     path: str
     content_hash: str | None  # None: removed
-    version: int
-    event: str  # create | update | remove
+    version: int  # 0: staged, not applied yet (agent_notes.py)
+    event: Literal["create", "update", "remove", "staged"]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "content_hash": self.content_hash, "version": self.version}
+    @property
+    def change(self) -> AppliedChange:
+        """As a verdict lists it (`notes.imported`) and the token API answers it."""
+        return AppliedChange(path=self.path, content_hash=self.content_hash, version=self.version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +70,16 @@ async def apply_changes(
     skip_webhooks: bool = False,
 ) -> list[Applied]:
     """Apply `changes` (writes and removals) as one batch; return them in the given order."""
-    rows = await conn.fetch(
-        "select path, content_hash, version, removed from importer.notes"
-        " where path = any($1::text[]) order by path for update",
-        sorted(c.path for c in changes),
-    )
+    rows = await queries.lock_notes(conn, [c.path for c in changes])
     current = {r["path"]: Current(r["content_hash"], r["version"], r["removed"]) for r in rows}
     conflicts = [e for c in changes if (e := _conflict(c, current.get(c.path))) is not None]
     if conflicts:
         raise Rejected(conflicts)
     writes = [c for c in changes if not c.removes]
-    written = await _write(conn, writes, depth=depth, writer=writer, now=now)
-    removed = await _remove(conn, [c for c in changes if c.removes], depth, writer, now)
+    written = await queries.write_notes(conn, writes, depth=depth, writer=writer, now=now)
+    removed = await queries.hide_notes(
+        conn, [c.path for c in changes if c.removes], depth=depth, writer=writer, now=now
+    )
     versions = {**written, **removed}
     lost = [c.path for c in writes if c.path not in versions]
     if lost:
@@ -91,9 +92,8 @@ async def apply_changes(
             (
                 note_stream(a.path),
                 a.version - 1,
-                NewEvent(
-                    EventType.NOTE_CHANGED,
-                    _event_data(a, c, current.get(c.path), depth, writer, batch_id, skip_webhooks),
+                NewEvent.of(
+                    note_changed(a, c, current.get(c.path), depth, writer, batch_id, skip_webhooks)
                 ),
                 causation,
             )
@@ -102,59 +102,6 @@ async def apply_changes(
         occurred_at=now,
     )
     return applied
-
-
-async def _write(
-    conn: asyncpg.Connection, writes: list[Change], *, depth: int, writer: str, now: datetime
-) -> dict[str, int]:
-    """One statement writes every content change; returns path → new version. A create-only
-    change ("" expected_hash) whose path a concurrent writer created after our read returns
-    no row: the database decided. A hidden note is recreated (create-only passes)."""
-    if not writes:
-        return {}
-    rows = await conn.fetch(
-        """
-        insert into importer.notes
-            (path, content, content_hash, version, depth, updated_at, updated_by, removed)
-        select p, c, h, 1, $4, $5, $6, false
-        from unnest($1::text[], $2::text[], $3::text[]) as x(p, c, h)
-        on conflict (path) do update set
-            content = excluded.content, content_hash = excluded.content_hash,
-            version = importer.notes.version + 1, depth = excluded.depth,
-            updated_at = excluded.updated_at, updated_by = excluded.updated_by, removed = false
-        where importer.notes.removed or not (importer.notes.path = any($7::text[]))
-        returning path, version
-        """,
-        [c.path for c in writes],
-        [c.content for c in writes],
-        [content_hash(c.content or "") for c in writes],
-        depth,
-        now,
-        writer,
-        [c.path for c in writes if c.expected_hash == ""],
-    )
-    return {r["path"]: r["version"] for r in rows}
-
-
-async def _remove(
-    conn: asyncpg.Connection, removals: list[Change], depth: int, writer: str, now: datetime
-) -> dict[str, int]:
-    """Hide notes (rows locked and checked present): each removal is a version of its own."""
-    if not removals:
-        return {}
-    rows = await conn.fetch(
-        """
-        update importer.notes set removed = true, version = version + 1, depth = $2,
-            updated_at = $3, updated_by = $4
-        where path = any($1::text[]) and not removed
-        returning path, version
-        """,
-        [c.path for c in removals],
-        depth,
-        now,
-        writer,
-    )
-    return {r["path"]: r["version"] for r in rows}
 
 
 def _applied(change: Change, version: int, before: Current | None) -> Applied:
@@ -168,7 +115,7 @@ def _applied(change: Change, version: int, before: Current | None) -> Applied:
     )
 
 
-def _event_data(
+def note_changed(
     applied: Applied,
     change: Change,
     before: Current | None,
@@ -176,22 +123,24 @@ def _event_data(
     writer: str,
     batch_id: str,
     skip_webhooks: bool,
-) -> dict[str, Any]:
+) -> NoteChanged:
     """`note.changed` (CONTRACT §6): path, event, version, content_hash, depth, batch_id;
     `skip_webhooks` when written with such an API key (its batch fires no change webhook)."""
-    return {
-        "path": applied.path,
-        "event": applied.event,
-        "version": applied.version,
-        "content_hash": applied.content_hash,
-        "previous_hash": before.content_hash if before is not None and before.exists else None,
-        "depth": depth,
-        "writer": writer,
-        "size": None if change.content is None else len(change.content.encode()),
-        "content": change.content,
-        "batch_id": batch_id,
-        "skip_webhooks": skip_webhooks,
-    }
+    event = applied.event
+    assert event != "staged"
+    return NoteChanged(
+        path=applied.path,
+        event=event,
+        version=applied.version,
+        content_hash=applied.content_hash,
+        previous_hash=before.content_hash if before is not None and before.exists else None,
+        depth=depth,
+        writer=writer,
+        size=None if change.content is None else len(change.content.encode()),
+        content=change.content,
+        batch_id=batch_id,
+        skip_webhooks=skip_webhooks,
+    )
 
 
 def _conflict(change: Change, row: Current | None) -> ChangeError | None:
