@@ -11,8 +11,6 @@ one by one gives, because every such update only moves forward.
 
 from __future__ import annotations
 
-from typing import Any
-
 # --- webhooks ---------------------------------------------------------------------------
 
 # A webhook's settings (every field of cronhooks_common.events.WebhookConfig), each in the
@@ -21,7 +19,7 @@ from typing import Any
 # after its first shape (CONTRACT §13), absent from events written before them. The one
 # list of them here: a new setting is a field of WebhookConfig, its column (a migration)
 # and its line here.
-CONFIG_COLUMNS: dict[str, Any] = {
+CONFIG_COLUMNS: dict[str, object] = {
     "url": None,
     "instruction": None,
     "pass_api_key": None,

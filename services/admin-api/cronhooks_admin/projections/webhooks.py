@@ -5,7 +5,6 @@ stays readable), marked `disabled_at`."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
@@ -16,7 +15,6 @@ from cronhooks_common.events import (
     UNSET,
     Event,
     WebhookConfig,
-    WebhookConfigured,
     WebhookCreated,
     WebhookDeleted,
     WebhookDisabled,
@@ -26,7 +24,7 @@ from cronhooks_common.events import (
 from cronhooks_common.webhooks import SCHEDULE_FIELDS
 
 
-def config_values(config: WebhookConfig) -> list[Any]:
+def config_values(config: WebhookConfig) -> list[object]:
     """The settings' column values, in queries.CONFIG_COLUMNS order."""
     values = []
     for field, absent in sql.CONFIG_COLUMNS.items():
@@ -45,12 +43,8 @@ def next_run(config: WebhookConfig, after: datetime) -> datetime | None:
         return None
 
 
-def _is_cron(payload: WebhookConfigured) -> bool:
-    return payload.kind == CRON
-
-
 async def on_webhook_created(conn: asyncpg.Connection, event: Event, p: WebhookCreated) -> None:
-    cron = _is_cron(p)
+    cron = p.kind == CRON
     await conn.execute(
         sql.INSERT_WEBHOOK,
         p.webhook_id,
@@ -66,7 +60,7 @@ async def on_webhook_created(conn: asyncpg.Connection, event: Event, p: WebhookC
 
 async def on_webhook_updated(conn: asyncpg.Connection, event: Event, p: WebhookUpdated) -> None:
     changed = set(p.changed)
-    reschedule = _is_cron(p) and bool(changed & SCHEDULE_FIELDS)
+    reschedule = p.kind == CRON and bool(changed & SCHEDULE_FIELDS)
     await conn.execute(
         sql.UPDATE_WEBHOOK,
         p.webhook_id,
