@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 from aiohttp import web
 
-from cronhooks_admin import replay
+from cronhooks_admin.commands import replay
 from cronhooks_common.clock import ManualClock, iso
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
@@ -355,5 +355,5 @@ async def event_count(dsn: str) -> int:
 
 
 def test_the_cap_is_what_the_schema_says() -> None:
-    sdl = (Path(replay.__file__).parent / "graphql" / "replay.graphql").read_text()
+    sdl = (Path(replay.__file__).parents[1] / "graphql" / "replay.graphql").read_text()
     assert f"At most {replay.MAX_REPLAYED} deliveries in one call" in sdl

@@ -16,10 +16,10 @@ import pytest
 import structlog
 from aiohttp import web
 
+from cronhooks_admin.projections.live_tail import LiveTail
 from cronhooks_common import eventstore
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.events import Causation, NewEvent
-from cronhooks_common.live_tail import LiveTail
 from cronhooks_common.settings import Settings
 from cronhooks_common.tail import START
 from cronhooks_scheduler.day_partitions import day_name, midnight

@@ -104,7 +104,7 @@ async def test_the_pages_hold_nothing_inline_and_load_only_from_this_origin(
 
 
 @pytest.mark.parametrize(
-    "path", ["/static/nothing.js", "/static/../http.py", "/static/%2e%2e/http.py", "/static/"]
+    "path", ["/static/nothing.js", "/static/../app.py", "/static/%2e%2e/app.py", "/static/"]
 )
 async def test_only_the_static_files_are_served(
     site: tuple[str, aiohttp.ClientSession], path: str

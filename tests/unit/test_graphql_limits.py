@@ -9,7 +9,7 @@ import time
 import pytest
 from graphql import GraphQLError, build_schema, get_introspection_query
 
-from cronhooks_admin.context import NEXT_RUNS
+from cronhooks_admin.graphql.context import NEXT_RUNS
 from cronhooks_common import graphql_limits
 from cronhooks_common.graphql_limits import (
     MAX_DEPTH,

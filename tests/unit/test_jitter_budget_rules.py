@@ -9,7 +9,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from cronhooks_admin.validation import InputError, normalize
+from cronhooks_admin.commands.validation import normalize
+from cronhooks_admin.errors import InputError
 from cronhooks_common.budget import daily_limit, local_day
 from cronhooks_common.jitter import jitter_offset, offset_of
 

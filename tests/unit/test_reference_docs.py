@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cronhooks_admin.schema import build_schema
+from cronhooks_admin.graphql.schema import build_schema
 from cronhooks_cli.cli import _parser
 from cronhooks_common.events import EventType
 from cronhooks_common.settings import PREFIX, Settings

@@ -1,4 +1,4 @@
-"""The debug sink's parameters and its bounded call log (cronhooks_admin.sink), pure."""
+"""The debug sink's parameters and its bounded call log (cronhooks_admin.http.sink), pure."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from cronhooks_admin.sink import (
+from cronhooks_admin.errors import InputError
+from cronhooks_admin.http.sink import (
     MAX_DELAY_SECONDS,
     Call,
     CallLog,
@@ -17,7 +18,6 @@ from cronhooks_admin.sink import (
     parse_status,
     text_map,
 )
-from cronhooks_admin.validation import InputError
 
 
 @pytest.mark.parametrize(

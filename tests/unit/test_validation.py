@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from cronhooks_admin.validation import InputError, camel, check_schedule, normalize
+from cronhooks_admin.commands.validation import camel, check_schedule, normalize
+from cronhooks_admin.errors import InputError
 
 
 def test_camel_names() -> None:

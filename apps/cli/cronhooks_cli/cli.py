@@ -152,7 +152,7 @@ async def _rotate_keys(settings: Settings) -> int:
 
 
 async def _rebuild(settings: Settings) -> int:
-    from cronhooks_admin.rebuild import rebuild_database
+    from cronhooks_admin.projections.rebuild import rebuild_database
 
     replayed, position = await rebuild_database(settings.database_url)
     print(f"replayed {replayed} events up to position {position}")

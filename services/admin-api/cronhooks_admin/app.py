@@ -1,24 +1,34 @@
 """admin-api service: the command side for admins (GraphQL) and the admin read models.
 
-Flow: POST /graphql (http.py) → resolvers.py → commands.py (validate, append, project
-inline) for mutations, or the read-model tables for queries. The live projector
-(projector.py) tails the event store in commit order and projects every event (its own
-again, and those of the other services) with projection.py — not from RabbitMQ.
+Its parts, each a package:
+
+* `http/` — the HTTP surface: POST /graphql, the web page and GraphiQL, the agent-cron
+  API and JWKS, and (dev mode only) the debug endpoints;
+* `graphql/` — the schema (SDL in *.graphql), resolvers by area, per-request DataLoaders;
+  queries read the read models, mutations call the command side;
+* `commands/` — validate → append typed events (+ the command's own state) in one
+  transaction → project them inline → answer: webhooks, manual deliveries and replays,
+  agents and their triggers, API keys, note writes (forwarded to the importer);
+* `projections/` — the read models: which event makes which (a `Handlers` table and the
+  batched kinds), the live projector that tails the event store in commit order (its own
+  events again, and those of the other services; not from RabbitMQ), and the rebuild.
+
+`auth.py` says who is calling (admin and agent tokens), `errors.py` what a command can
+refuse. Each package keeps its SQL in one module (`queries.py`).
 """
 
 from __future__ import annotations
 
 import structlog
 
-from cronhooks_admin.agent_api import add_agent_routes
-from cronhooks_admin.agents import Agents
-from cronhooks_admin.api_keys import ApiKeys
 from cronhooks_admin.commands import Commands
-from cronhooks_admin.debug import DebugRoutes, add_debug_routes
-from cronhooks_admin.http import add_graphql_routes
-from cronhooks_admin.note_writes import NoteWrites
-from cronhooks_admin.projector import Projector
-from cronhooks_admin.schema import build_schema
+from cronhooks_admin.commands.note_writes import NoteWrites
+from cronhooks_admin.graphql.schema import build_schema
+from cronhooks_admin.http.agent_api import add_agent_routes
+from cronhooks_admin.http.debug import DebugRoutes, add_debug_routes
+from cronhooks_admin.http.graphql_route import add_graphql_routes
+from cronhooks_admin.http.pages import add_page_routes
+from cronhooks_admin.projections.projector import Projector
 from cronhooks_common.crypto import SecretBox
 from cronhooks_common.keys import active_key
 from cronhooks_common.service import Runtime
@@ -30,14 +40,14 @@ log = structlog.get_logger(__name__)
 class AdminApi:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        settings = runtime.settings
         self.commands = Commands(
             pool=runtime.pool,
             clock=runtime.clock,
-            secrets=SecretBox(runtime.settings.secret_key),
-            default_timezone=runtime.settings.timezone,
-            allow_private=runtime.settings.allow_private_targets,
+            secrets=SecretBox(settings.secret_key),
+            default_timezone=settings.timezone,
+            allow_private=settings.allow_private_targets,
         )
-        settings = runtime.settings
         self.projector = Projector(runtime.pool, settings.database_url)
         self.note_writes = NoteWrites(
             importer_url=settings.importer_base_url,
@@ -45,22 +55,18 @@ class AdminApi:
             clock=runtime.clock,
             caught_up=self.projector.caught_up,
         )
-        self.agents = Agents(
-            pool=runtime.pool,
-            clock=runtime.clock,
-            allow_private=runtime.settings.allow_private_targets,
-        )
+        add_page_routes(runtime.http)
         add_graphql_routes(
             runtime.http,
             schema=build_schema(),
             pool=runtime.pool,
             commands=self.commands,
-            agents=self.agents,
-            api_keys=ApiKeys(pool=runtime.pool, clock=runtime.clock),
             note_writes=self.note_writes,
             clock=runtime.clock,
         )
-        add_agent_routes(runtime.http, pool=runtime.pool, agents=self.agents, clock=runtime.clock)
+        add_agent_routes(
+            runtime.http, pool=runtime.pool, triggers=self.commands.triggers, clock=runtime.clock
+        )
         # CONTRACT §12: the unauthenticated debug endpoints exist only in dev mode.
         self.debug: DebugRoutes | None = None
         if settings.dev_mode:

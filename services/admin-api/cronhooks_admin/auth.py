@@ -1,5 +1,10 @@
-"""Admin API tokens: created by `cronhooks admin create-token`, stored as SHA-256 only;
-listed, revoked and expired with the other `cronhooks admin` commands (CONTRACT §15)."""
+"""Who is calling: admins and agents, each by a Bearer token stored as SHA-256 only.
+
+Admin API tokens are created by `cronhooks admin create-token`, listed, revoked and
+expired with the other `cronhooks admin` commands (CONTRACT §15). Agent tokens are
+issued by createAgent / rotateAgentToken (commands/agents.py); a token replaced or of a
+deleted agent is revoked for good (`invalid_client`, CONTRACT §9).
+"""
 
 from __future__ import annotations
 
@@ -55,8 +60,7 @@ async def list_tokens(conn: asyncpg.Connection) -> list[asyncpg.Record]:
 async def revoke_token(conn: asyncpg.Connection, token_id: int, *, now: datetime) -> bool:
     """Revoke a live token; False if there is no such live token."""
     revoked = await conn.fetchval(
-        "update admin.tokens set revoked_at = $2 where id = $1 and revoked_at is null"
-        " returning id",
+        "update admin.tokens set revoked_at = $2 where id = $1 and revoked_at is null returning id",
         token_id,
         now,
     )
@@ -74,6 +78,46 @@ async def token_is_live(conn: asyncpg.Connection, token: str, *, now: datetime) 
     )
 
 
+@dataclass(frozen=True, slots=True)
+class AgentIdentity:
+    id: int
+    instance_id: str
+    callback_url: str
+
+    @property
+    def actor(self) -> str:
+        return f"agent:{self.instance_id}"
+
+
+class InvalidClient(Exception):
+    """A token that was issued but is revoked for good: its agent was deleted, or
+    `rotateAgentToken` replaced it."""
+
+
+async def agent_for_token(pool: asyncpg.Pool, authorization: str | None) -> AgentIdentity | None:
+    """The agent of a Bearer token; None if there is none or it was never issued."""
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    # Issued tokens are ASCII; anything else (lone surrogates included) was never issued.
+    if scheme.lower() != "bearer" or not token or not token.isascii():
+        return None
+    token_hash = hash_token(token)
+    row = await pool.fetchrow(
+        "select id, instance_id, callback_url, deleted_at from admin.agents where token_hash = $1",
+        token_hash,
+    )
+    if row is None:
+        retired = await pool.fetchval(
+            "select 1 from admin.agent_retired_tokens where token_hash = $1", token_hash
+        )
+        if retired:
+            raise InvalidClient
+        return None
+    if row["deleted_at"] is not None:
+        raise InvalidClient
+    return AgentIdentity(row["id"], row["instance_id"], row["callback_url"])
+
+
 class Authenticator:
     """The admin behind an ``Authorization: Bearer`` header, or None.
 
@@ -82,9 +126,7 @@ class Authenticator:
     too and holds at once. Unknown tokens are never cached, so a new token works at once.
     """
 
-    def __init__(
-        self, pool: asyncpg.Pool, *, clock: Clock | None = None, ttl: float = 5.0
-    ) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, clock: Clock | None = None, ttl: float = 5.0) -> None:
         self._pool = pool
         self._clock = clock or SystemClock()
         self._ttl = ttl

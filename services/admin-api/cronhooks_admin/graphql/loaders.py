@@ -1,0 +1,119 @@
+"""The per-request DataLoaders: what many objects of one answer need, in one query each
+(no N+1 over a list of webhooks or deliveries)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+from aiodataloader import DataLoader
+
+from cronhooks_admin.graphql import queries as sql
+from cronhooks_common.clock import Clock
+
+# (webhook id, IANA zone its days are counted in, number of days up to today)
+DayKey = tuple[int, str, int]
+
+
+class AttemptsLoader(DataLoader[int, list[dict[str, Any]]]):
+    """All attempts of many deliveries."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__()
+        self._pool = pool
+
+    async def batch_load_fn(self, keys: list[int]) -> list[list[dict[str, Any]]]:
+        grouped: dict[int, list[dict[str, Any]]] = {k: [] for k in keys}
+        for row in await self._pool.fetch(sql.ATTEMPTS, keys):
+            grouped[row["delivery_id"]].append(dict(row))
+        return [grouped[k] for k in keys]
+
+
+class FailuresLoader(DataLoader[int, int]):
+    """consecutiveFailures of many webhooks."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__()
+        self._pool = pool
+
+    async def batch_load_fn(self, keys: list[int]) -> list[int]:
+        found = {r["id"]: r["failures"] for r in await self._pool.fetch(sql.FAILURES, keys)}
+        return [found.get(k, 0) for k in keys]
+
+
+class StatsLoader(DataLoader[int, dict[str, Any]]):
+    """Delivery stats of many webhooks for the last 24 h and 7 d."""
+
+    def __init__(self, pool: asyncpg.Pool, clock: Clock) -> None:
+        super().__init__()
+        self._pool = pool
+        self._clock = clock
+
+    async def batch_load_fn(self, keys: list[int]) -> list[dict[str, Any]]:
+        now = self._clock.now()
+        rows = await self._pool.fetch(
+            sql.STATS, keys, now - timedelta(days=1), now - timedelta(days=7)
+        )
+        found = {r["cron_webhook_id"]: r for r in rows}
+        return [
+            # keys as ariadne's name conversion expects them (last24h → last_24_h)
+            {"last_24_h": _stats(found.get(k), "d1"), "last_7_d": _stats(found.get(k), "d7")}
+            for k in keys
+        ]
+
+
+def _stats(row: asyncpg.Record | None, name: str) -> dict[str, Any]:
+    if row is None or not row[f"{name}_total"]:
+        return {
+            "total": 0,
+            "succeeded": 0,
+            "failed": 0,
+            "success_rate": None,
+            "p_50_duration_ms": None,
+            "p_95_duration_ms": None,
+        }
+    total = row[f"{name}_total"]
+
+    def ms(value: float | None) -> int | None:
+        return None if value is None else round(value)
+
+    return {
+        "total": total,
+        "succeeded": row[f"{name}_succeeded"],
+        "failed": row[f"{name}_failed"],
+        "success_rate": row[f"{name}_succeeded"] / total,
+        "p_50_duration_ms": ms(row[f"{name}_p50"]),
+        "p_95_duration_ms": ms(row[f"{name}_p95"]),
+    }
+
+
+class DailyStatsLoader(DataLoader[DayKey, list[dict[str, Any]]]):
+    """dailyStats of many webhooks: finished deliveries per calendar day in each webhook's
+    zone, every day of the window listed, oldest first, days without deliveries as zeros."""
+
+    def __init__(self, pool: asyncpg.Pool, clock: Clock) -> None:
+        super().__init__()
+        self._pool = pool
+        self._clock = clock
+
+    async def batch_load_fn(self, keys: list[DayKey]) -> list[list[dict[str, Any]]]:
+        rows = await self._pool.fetch(
+            sql.DAILY_STATS,
+            [k[0] for k in keys],
+            [k[1] for k in keys],
+            [k[2] for k in keys],
+            self._clock.now(),
+        )
+        found: dict[DayKey, list[dict[str, Any]]] = {k: [] for k in keys}
+        for r in rows:
+            found[(r["id"], r["tz"], r["days"])].append(
+                {
+                    "day": r["day"].isoformat(),
+                    "total": r["total"],
+                    "succeeded": r["succeeded"],
+                    "failed": r["failed"],
+                    "p_95_duration_ms": None if r["p95"] is None else round(r["p95"]),
+                }
+            )
+        return [found[k] for k in keys]
