@@ -65,7 +65,9 @@ def test_classes_have_the_fields_asyncapi_documents(event_type: str) -> None:
 @pytest.mark.parametrize(
     ("cls", "schema"), [(WebhookConfig, None), (Target, "Target")], ids=["config", "target"]
 )
-def test_nested_structures_match_the_document(cls: type[msgspec.Struct], schema: str | None) -> None:
+def test_nested_structures_match_the_document(
+    cls: type[msgspec.Struct], schema: str | None
+) -> None:
     if schema is None:
         cron, _ = asyncapi.schema_fields("WebhookConfig")
         change, _ = asyncapi.schema_fields("ChangeWebhookConfig")
@@ -119,6 +121,15 @@ def test_data_written_before_a_field_existed_decodes_with_its_default() -> None:
     assert isinstance(payload, DeliveryRequested)
     assert (payload.kind, payload.missed_count, payload.scheduled_for) == ("cron", 0, None)
     assert payload.target.execution_group is None
+
+
+def test_a_note_change_written_before_it_said_which_is_completed_as_it_was_read() -> None:
+    old = {"path": "a.md", "content_hash": "ab" * 32, "depth": 0, "writer": "admin:1"}
+    first = events.decode("note.changed", {**old, "version": 1})
+    later = events.decode("note.changed", {**old, "version": 2})
+    assert isinstance(first, events.NoteChanged) and isinstance(later, events.NoteChanged)
+    assert (first.event, later.event) == ("create", "update")
+    assert (first.content, first.batch_id, first.previous_hash) == (None, "", None)
 
 
 def test_data_that_does_not_fit_its_class_is_refused_by_name() -> None:

@@ -9,8 +9,10 @@ builds, encodes and decodes these several times faster than dataclasses
 (`bench/events_codec.py`), and checks types on the way in.
 
 Schema changes: a field added later gets the default older events imply (decoding
-fills it, no version bump); anything else (a rename, a new meaning) bumps the class's
-`SCHEMA_VERSION` and registers a pure upcaster from the version before, next to the class.
+fills it, no version bump; where the default depends on other fields, a pure `filler`
+registered next to the class completes such data); anything else (a rename, a new
+meaning) bumps the class's `SCHEMA_VERSION` and registers a pure upcaster from the
+version before, next to the class.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "UnsetType",
     "Upcaster",
     "decode",
+    "filler",
     "payload_class",
     "registered_types",
     "upcaster",
@@ -46,6 +49,7 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 _CLASSES: dict[str, type[Payload]] = {}
 _UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+_FILLERS: dict[str, Upcaster] = {}
 
 
 class Payload(msgspec.Struct, frozen=True, kw_only=True):
@@ -90,6 +94,17 @@ def upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaste
     return register
 
 
+def filler(event_type: str) -> Callable[[Upcaster], Upcaster]:
+    """Register `fn` to complete data of a type written before some of its fields existed
+    (same schema version); it returns data that already has them unchanged."""
+
+    def register(fn: Upcaster) -> Upcaster:
+        _FILLERS[event_type] = fn
+        return fn
+
+    return register
+
+
 def decode(event_type: str, data: dict[str, Any], schema_version: int = 1) -> Payload:
     """The typed data of a stored or published event, upcast to its class's version.
     Raises msgspec.ValidationError (a subclass of ValueError) if it does not fit."""
@@ -98,4 +113,7 @@ def decode(event_type: str, data: dict[str, Any], schema_version: int = 1) -> Pa
     while version < cls.SCHEMA_VERSION:
         data = _UPCASTERS[(event_type, version)](data)
         version += 1
+    fill = _FILLERS.get(event_type)
+    if fill is not None:
+        data = fill(data)
     return msgspec.convert(data, cls)

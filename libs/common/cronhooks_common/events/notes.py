@@ -5,11 +5,11 @@ applied change is a `note.changed` on the note's own stream (`note-{path}`)."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from cronhooks_common.events.base import UNSET, Payload, Timestamp, UnsetType
+from cronhooks_common.events.base import UNSET, Payload, Timestamp, UnsetType, filler
 from cronhooks_common.events.delivery import ChangeEvent
 
 
@@ -66,3 +66,19 @@ class NoteChanged(Payload, frozen=True, kw_only=True):
     content: str | None
     batch_id: str
     skip_webhooks: bool | UnsetType = UNSET  # absent before API keys existed
+
+
+@filler(NoteChanged.TYPE)
+def _written_before_agent_notes_rev2(data: dict[str, Any]) -> dict[str, Any]:
+    """note.changed before the agent note API's revision 2 had no `event`, `content`,
+    `batch_id` or `previous_hash`: the first version created the note, later ones
+    updated it; such a change is a batch of its own kind ("")."""
+    if "event" in data:
+        return data
+    return {
+        "content": None,
+        "batch_id": "",
+        "previous_hash": None,
+        **data,
+        "event": "create" if data.get("version") == 1 else "update",
+    }
