@@ -27,13 +27,14 @@ import asyncpg
 
 from bench.common import median, scratch_database, table
 from cronhooks_admin.projections.live_tail import LiveTail
-from cronhooks_common import bucket_ddl, eventstore
+from cronhooks_common import eventstore
 from cronhooks_common.buckets import Router
 from cronhooks_common.events import Causation, NewEvent
 from cronhooks_common.eventstore import _COLUMNS, event_from_row
 from cronhooks_common.relay import _DELETE_AND_NEXT, OutboxRelay
 from cronhooks_common.tail import KEPT_EVENTS, Checkpoint, read_after, scan_after
 from cronhooks_dispatcher.lookup import DeliveryLookups
+from cronhooks_scheduler import bucket_ddl
 
 BUCKETS = 33
 PER_BUCKET = 4_000  # deliveries per bucket

@@ -30,15 +30,9 @@ LONG_BY_NATURE: dict[str, str] = {}
 # Over MAX_LINES when the check came, being split meanwhile by their owners.
 SHRINKING = frozenset(
     {
-        "libs/common/cronhooks_common/retention.py",  # shrinking in issue 38; remove when under
-        "services/admin-api/cronhooks_admin/agents.py",  # shrinking in issue 38; remove when under
-        "services/admin-api/cronhooks_admin/commands.py",  # shrinking in issue 38; remove when under
-        "services/admin-api/cronhooks_admin/projection.py",  # shrinking in issue 38; remove when under
-        "services/admin-api/cronhooks_admin/resolvers.py",  # shrinking in issue 38; remove when under
         "services/dispatcher/cronhooks_dispatcher/delivery.py",  # shrinking in issue 38; remove when under
         "services/dispatcher/cronhooks_dispatcher/lanes.py",  # shrinking in issue 38; remove when under
         "services/dispatcher/cronhooks_dispatcher/recording.py",  # shrinking in issue 38; remove when under
-        "services/scheduler/cronhooks_scheduler/firing.py",  # shrinking in issue 38; remove when under
     }
 )
 # libs/common modules (top-level modules and packages) that are not imported, each with
@@ -48,17 +42,7 @@ NOT_IMPORTED = {
 }
 # libs/common modules fewer than two users share when the check came, being moved meanwhile
 # to the one that uses them (or taken up by the services).
-MOVING_OUT = frozenset(
-    {
-        "retention",  # to the scheduler: moving out in issue 38; remove when moved
-        "day_partitions",  # to the scheduler: moving out in issue 38; remove when moved
-        "live_tail",  # to admin-api: moving out in issue 38; remove when moved
-        # Used by retention and day_partitions only: the scheduler's once they have moved.
-        "bucket_ddl",  # moving out in issue 38; remove when moved
-        # The table of handlers each service is to route by; no service uses it yet.
-        "handlers",  # taken up by the services in issue 38; remove when used
-    }
-)
+MOVING_OUT: frozenset[str] = frozenset()
 
 
 def _imports(tree: ast.AST) -> list[tuple[int, str]]:

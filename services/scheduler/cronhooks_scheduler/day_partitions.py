@@ -19,8 +19,8 @@ from datetime import UTC, datetime, time, timedelta
 import asyncpg
 import structlog
 
-from cronhooks_common.bucket_ddl import drop_partition
 from cronhooks_scheduler import queries
+from cronhooks_scheduler.bucket_ddl import drop_partition
 
 log = structlog.get_logger(__name__)
 

@@ -34,10 +34,10 @@ from datetime import datetime, timedelta
 import asyncpg
 import structlog
 
-from cronhooks_common import bucket_ddl, budget
+from cronhooks_common import budget
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
-from cronhooks_scheduler import day_partitions, queries
+from cronhooks_scheduler import bucket_ddl, day_partitions, queries
 from cronhooks_scheduler.retention_buckets import (
     SPAN,
     Bucket,

@@ -14,10 +14,9 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from cronhooks_common import bucket_ddl
 from cronhooks_common.buckets import partition
 from cronhooks_common.events import DeliveryFailed, DeliverySkipped, DeliverySucceeded
-from cronhooks_scheduler import queries
+from cronhooks_scheduler import bucket_ddl, queries
 
 SPAN = timedelta(days=1)  # a bucket's time of filling
 MIN_WIDTH = 100_000  # ids in a bucket, at least (a herd of 10,000 between two steps fits)
