@@ -16,8 +16,8 @@ from aiohttp import web
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.events import RequestFields
 from cronhooks_common.settings import Settings
+from cronhooks_dispatcher import deliver as dispatcher_deliver
 from cronhooks_dispatcher import fire as dispatcher_fire
-from cronhooks_dispatcher import outcome as dispatcher_outcome
 from cronhooks_dispatcher import payload
 from cronhooks_importer import imports
 from cronhooks_scheduler import app as scheduler_app
@@ -108,7 +108,7 @@ async def test_judging_that_fails_ends_the_attempt_failed_and_it_is_retried(
 ) -> None:  # type: ignore[no-untyped-def]
     """A step after the POST that raises ends the attempt — failed, `internal error: …`,
     retried as usual — without sending the request again and again."""
-    classify = dispatcher_outcome.classify
+    classify = dispatcher_deliver.classify
     calls: list[int] = []
 
     def broken(result: Any) -> Any:
@@ -117,7 +117,7 @@ async def test_judging_that_fails_ends_the_attempt_failed_and_it_is_retried(
             raise Injected("cannot judge this answer")
         return classify(result)
 
-    monkeypatch.setattr(dispatcher_outcome, "classify", broken)
+    monkeypatch.setattr(dispatcher_deliver, "classify", broken)
     async with running(settings, clock) as r:
         token = await admin_token(settings.database_url)
         hook, _ = await create_webhook(r, token, agent.url, maxRetries=1)

@@ -16,10 +16,12 @@ A delivery's steps, in order:
    recorded skipped or waiting (`delivery.queued`);
 4. sign and send — deliver.py: the body (payload.py, context_notes.py for attachNotes),
    signed, POSTed through the shared session with the SSRF guard (sender.py), the answer
-   judged and worded as its outcome event (outcome.py; retry.py says when to try again);
-5. record — record.py: outcomes many per transaction; a finished delivery's lanes go to
-   whoever waits (handon.py, `delivery.released`), its webhook's health is counted
-   (health.py), which may disable it and raise or resolve its alert (alerts.py).
+   judged (outcome.py; retry.py says when to try again);
+5. record — record.py: the outcome event worded, and written with many others in one
+   transaction; an attempt that waits for the importer is kept (waiting.py); a finished
+   delivery's lanes go to whoever waits (handon.py, `delivery.released`), its webhook's
+   health is counted (health.py), which may disable it and raise or resolve its alert
+   (alerts.py).
 
 The other handlers: finish.py (the importer's verdict on an attempt's note changes; a
 delivery the scheduler ended), health.py (a webhook re-enabled or deleted), fire.py

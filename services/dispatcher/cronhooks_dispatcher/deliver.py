@@ -1,8 +1,9 @@
 """The handlers of a delivery's attempt: `delivery.requested` is admitted (step 3,
 admit.py), then signed and sent (step 4, here: payload.py builds the body,
 context_notes.py reads attached notes, sender.py POSTs), judged (outcome.py) and recorded
-(step 5, record.py). `delivery.released` — a queued delivery's turn (handon.py) — was
-admitted when its lane was handed on: it is sent and recorded.
+(step 5: record.py words and writes the outcome). `delivery.released` — a queued
+delivery's turn (handon.py) — was admitted when its lane was handed on: it is sent and
+recorded.
 
 The HTTP call runs outside any transaction; what follows is recorded afterwards in one
 (group-committed) transaction together with the inbox row. If the process dies in
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import structlog
-from prometheus_client import Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from cronhooks_common import logs
 from cronhooks_common.consumer import TRANSIENT
@@ -36,16 +37,24 @@ from cronhooks_common.events import (
     storable,
 )
 from cronhooks_common.signing import SecretKeys, signature_headers
-from cronhooks_dispatcher import context_notes, outcome, payload, sender
+from cronhooks_dispatcher import context_notes, payload, sender
 from cronhooks_dispatcher.admit import admit
 from cronhooks_dispatcher.deps import Call, Deps, Fault
-from cronhooks_dispatcher.record import Attempt, Record
+from cronhooks_dispatcher.outcome import classify
+from cronhooks_dispatcher.record import (
+    Attempt,
+    Record,
+    changes_received,
+    failed_by_fault,
+    finished,
+)
 from cronhooks_dispatcher.retry import next_attempt_at
 
 log = structlog.get_logger(__name__)
 
 MAX_LOGGED_RESPONSE = 64 << 10
 
+ATTEMPTS = Counter("cronhooks_dispatcher_attempts_total", "HTTP attempts", ["outcome"])
 DURATION = Histogram(
     "cronhooks_dispatcher_attempt_seconds",
     "Duration of HTTP attempts",
@@ -101,9 +110,7 @@ async def fail_request(
     lanes."""
     now = fault.deps.clock.now()
     attempt = Attempt(request, now, "", None, None, 0)
-    await fault.deps.writer.write(
-        outcome.failed_by_fault(event, attempt, fault.error, now, final=True)
-    )
+    await fault.deps.writer.write(failed_by_fault(event, attempt, fault.error, now, final=True))
 
 
 async def _attempt(call: Call, event: Event, request: RequestFields, started_at: datetime) -> None:
@@ -112,12 +119,12 @@ async def _attempt(call: Call, event: Event, request: RequestFields, started_at:
     deps = call.deps
     attempt, result = await send(deps, request, call.sealed_secret, started_at)
     try:
-        record = outcome.judged(event, attempt, result, deps.clock.now())
+        ended = _judged(event, attempt, result, deps.clock.now())
     except Exception as exc:  # whatever the agent sent, the attempt ends
         log.error("attempt_judging_failed", error=repr(exc))
-        record = _failed_by_fault(deps, event, attempt, exc)
+        ended = _failed_by_fault(deps, event, attempt, exc)
     try:
-        await deps.writer.write(record)
+        await deps.writer.write(ended)
     except TRANSIENT:
         raise
     except Exception as exc:
@@ -127,9 +134,19 @@ async def _attempt(call: Call, event: Event, request: RequestFields, started_at:
         await deps.writer.write(_failed_by_fault(deps, event, attempt, exc))
 
 
+def _judged(event: Event, attempt: Attempt, result: sender.HttpResult, now: datetime) -> Record:
+    """The record of an attempt whose answer is `result` (outcome.py judges it)."""
+    judged = classify(result)
+    ATTEMPTS.labels("success" if judged.succeeded else "failed").inc()
+    if judged.succeeded and judged.changes is not None:
+        return changes_received(event, attempt, judged.changes)
+    retry_at = next_attempt_at(attempt.request.attempt, result.retry_after, now)
+    return finished(event, attempt, judged, retry_at)
+
+
 def _failed_by_fault(deps: Deps, event: Event, attempt: Attempt, error: Exception) -> Record:
     retry_at = next_attempt_at(attempt.request.attempt, None, deps.clock.now())
-    return outcome.failed_by_fault(event, attempt, error, retry_at)
+    return failed_by_fault(event, attempt, error, retry_at)
 
 
 async def send(

@@ -2,7 +2,7 @@
 
 * The importer's verdict on an attempt's note changes (`notes.imported`,
   `notes.rejected`, on the delivery's stream) finishes the attempt that waits for it
-  (a row of dispatcher.attempts, kept by record.py): success, or a failure that is
+  (a row of dispatcher.attempts, waiting.py): success, or a failure that is
   retried as usual.
 * A delivery another service ended (`delivery.failed` of the scheduler: a retry it
   cancelled, or its watchdog's `abandoned`) no longer holds its webhook's or its group's
@@ -13,26 +13,22 @@
 from __future__ import annotations
 
 import asyncpg
-import msgspec
 
 from cronhooks_common.consumer import claim_event
 from cronhooks_common.events import (
     Causation,
     DeliveryFailed,
-    DeliveryReleased,
-    DeliveryRequested,
     Event,
     ImportFields,
     NotesImported,
     NotesRejected,
-    RequestFields,
 )
 from cronhooks_common.faults import ABANDONED
-from cronhooks_dispatcher import handon, outcome, queries
+from cronhooks_dispatcher import handon, outcome, queries, waiting
 from cronhooks_dispatcher.deps import Call, Fault
 from cronhooks_dispatcher.health import Health
 from cronhooks_dispatcher.outcome import Outcome
-from cronhooks_dispatcher.record import Attempt
+from cronhooks_dispatcher.record import Attempt, failed_by_fault, finished
 from cronhooks_dispatcher.retry import next_attempt_at
 
 
@@ -52,7 +48,7 @@ async def _finish(call: Call, event: Event, verdict: ImportFields, result: Outco
     if row is None or row["outcome"] != "importing":
         return  # a token push's verdict, or finished already (a redelivered verdict)
     attempt = Attempt(
-        request=_request_of(row["request"]),
+        request=waiting.request_of(row["request"]),
         started_at=row["started_at"],
         request_body=row["request_body"],
         request_body_truncated=row["request_body_truncated"],
@@ -61,7 +57,7 @@ async def _finish(call: Call, event: Event, verdict: ImportFields, result: Outco
         duration_ms=row["duration_ms"],
     )
     retry_at = next_attempt_at(attempt.request.attempt, None, call.deps.clock.now())
-    record = outcome.finished(event, attempt, result, retry_at, answers_wait=True)
+    record = finished(event, attempt, result, retry_at, answers_wait=True)
     await call.deps.writer.write(record)
 
 
@@ -74,10 +70,8 @@ async def fail_waiting_attempt(
     if row is None:
         return  # no attempt waits for this verdict
     now = fault.deps.clock.now()
-    attempt = Attempt(_request_of(row["request"]), now, "", None, None, 0)
-    record = outcome.failed_by_fault(
-        event, attempt, fault.error, now, final=True, answers_wait=True
-    )
+    attempt = Attempt(waiting.request_of(row["request"]), now, "", None, None, 0)
+    record = failed_by_fault(event, attempt, fault.error, now, final=True, answers_wait=True)
     await fault.deps.writer.write(record)
 
 
@@ -96,7 +90,7 @@ async def release_ended(call: Call, event: Event, failed: DeliveryFailed) -> Non
         delivery_id = failed.delivery_id
         await handon.release(conn, [(failed.webhook_id, delivery_id)], [delivery_id], now)
         # An attempt that waited for the importer's verdict waits no more.
-        await conn.execute(queries.FORGET_DELIVERY_ATTEMPTS, delivery_id)
+        await waiting.forget_delivery(conn, delivery_id)
         if failed.error == ABANDONED:
             abandoned = Health(failed.webhook_id, False, False, ABANDONED, failed.kind)
             causation = Causation.following(event, actor="dispatcher")
@@ -105,20 +99,8 @@ async def release_ended(call: Call, event: Event, failed: DeliveryFailed) -> Non
 
 
 async def _waiting_attempt(pool: asyncpg.Pool, verdict: ImportFields) -> asyncpg.Record | None:
-    """The attempt an importer's verdict answers, kept while it waits for it (a push
-    through the token API answers none)."""
+    """The attempt an importer's verdict answers (a push through the token API answers
+    none)."""
     if verdict.delivery_id is None or not isinstance(verdict.attempt, int):
         return None
-    row: asyncpg.Record | None = await pool.fetchrow(
-        queries.WAITING_ATTEMPT, verdict.delivery_id, verdict.attempt
-    )
-    return row
-
-
-def _request_of(kept: object) -> RequestFields:
-    """The request a waiting attempt keeps (record.py): a release names the group it
-    holds (rows kept before releases were typed lack its `queued_ms`)."""
-    assert isinstance(kept, dict)
-    if "queued_ms" in kept or "execution_group" in kept:
-        return msgspec.convert({"queued_ms": 0, **kept}, DeliveryReleased)
-    return msgspec.convert(kept, DeliveryRequested)
+    return await waiting.find(pool, verdict.delivery_id, verdict.attempt)

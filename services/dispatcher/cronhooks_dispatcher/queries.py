@@ -1,8 +1,9 @@
 """Every SQL statement of the dispatcher, in the order of a delivery's steps: look up
-(lookup.py), admit (admit.py), record (record.py) and hand lanes on (handon.py), then
-health and alerts (health.py, alerts.py), the alert sink (alert_sink.py) and attached
-notes (context_notes.py). Its own tables are `dispatcher.*` (migrations/); of others it
-reads `eventstore.events`, `shared.webhook_secrets` and `shared.context_notes`."""
+(lookup.py), admit (admit.py), keep attempts that wait for the importer (waiting.py),
+hand lanes on (handon.py), then health and alerts (health.py, alerts.py), the alert sink
+(alert_sink.py) and attached notes (context_notes.py). Its own tables are `dispatcher.*`
+(migrations/); of others it reads `eventstore.events`, `shared.webhook_secrets` and
+`shared.context_notes`."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ values ($1, $2, $3, $4, $5)
 on conflict (delivery_id) do nothing
 """
 
-# --- record: attempts waiting for the importer's verdict --------------------------------
+# --- attempts waiting for the importer's verdict -----------------------------------------
 
 KEEP_WAITING = """
 insert into dispatcher.attempts

@@ -1,38 +1,57 @@
-"""Step 5, record: what attempts led to, many at a time (outcome.py words each `Record`).
+"""Step 5, record: what an attempt led to, worded as the event that follows its cause on
+the delivery's stream (CONTRACT §4, §6) — `delivery.succeeded`; for an answer with note
+changes `delivery.changes_received` (the attempt waits for the importer's verdict, kept by
+waiting.py, finished by finish.py); `delivery.attempt_failed` with `retry_at` (a retry
+timer of the scheduler's) while attempts are left, else `delivery.failed` — and written.
 
-Every record has the same shape: claim the event that caused it in the inbox, append one
-event after it on its stream, maybe keep the attempt while it waits for the importer's
-verdict (or forget it when that verdict is the cause), and for a finished delivery
-release its lanes and hand them on (handon.py) and count its webhook's health
-(health.py, which may raise or resolve an alert in the same transaction).
-`RecordWriter` gathers the records that arrive while a batch is being written and writes
-the next batch with one statement per kind (unnest) in one transaction, so a burst of
-thousands of deliveries costs a few dozen round trips, not thousands. Callers wait for the
-commit of their record before acking their message.
+The wording is pure; the handlers decide. `RecordWriter` writes what arrives while a batch
+is being written as the next batch, one statement per kind in one transaction: claim each
+cause in the inbox, append each event, keep or forget waiting attempts, release a finished
+delivery's lanes and hand them on (handon.py), count its webhook's health (health.py: it
+may raise or resolve an alert). A burst of thousands of deliveries costs a few dozen round
+trips. Callers wait for the commit of their record before acking.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, TypeVar
 
 import asyncpg
 import structlog
+from prometheus_client import Counter
 
 from cronhooks_common import eventstore
-from cronhooks_common.clock import Clock
+from cronhooks_common.clock import Clock, iso
 from cronhooks_common.consumer import claim_events
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
-from cronhooks_common.events import Causation, Event, NewEvent, RequestFields
-from cronhooks_dispatcher import handon, health, queries
+from cronhooks_common.events import (
+    UNSET,
+    Causation,
+    DeliveryAttemptFailed,
+    DeliveryChangesReceived,
+    DeliveryFailed,
+    DeliveryOutcome,
+    DeliverySucceeded,
+    Event,
+    NewEvent,
+    RequestFields,
+    storable,
+)
+from cronhooks_common.faults import internal_error
+from cronhooks_dispatcher import handon, health, queries, waiting
 from cronhooks_dispatcher.alerts import AlertPolicy
 from cronhooks_dispatcher.health import Health
+from cronhooks_dispatcher.outcome import Outcome
 
 log = structlog.get_logger(__name__)
 
 MAX_BATCH = 500
+DELIVERIES = Counter("cronhooks_dispatcher_deliveries_total", "Finished deliveries", ["outcome"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +83,105 @@ class Record:
         return Causation.following(self.cause, actor="dispatcher")
 
 
+def changes_received(cause: Event, attempt: Attempt, changes: list[Any]) -> Record:
+    """An answer with note changes: the attempt waits for the importer's verdict."""
+    request = attempt.request
+    event = DeliveryChangesReceived(
+        **request.fields(),
+        changes=changes,
+        write_patterns=request.target.write_patterns,
+        max_depth=request.target.max_depth,
+        # Written one deeper than what the delivery answers (CONTRACT §4, §11): a cron
+        # slot is depth 0, a change delivery the depth of its note batch.
+        depth=(request.depth or 0) + 1,
+    )
+    return Record(cause, NewEvent.of(event), attempt, waits=True)
+
+
+def finished(
+    cause: Event,
+    attempt: Attempt,
+    outcome: Outcome,
+    retry_at: datetime,
+    *,
+    final: bool = False,
+    answers_wait: bool = False,
+) -> Record:
+    """The record of a finished attempt, after `cause` (the request, or the importer's
+    verdict) on its stream. `final`: no retry, whatever attempts are left."""
+    request = attempt.request
+    number = request.attempt
+    final = final or outcome.succeeded or outcome.gone or number > request.target.max_retries
+    event: DeliveryOutcome
+    if outcome.succeeded or final:
+        event = _worded(
+            DeliverySucceeded if outcome.succeeded else DeliveryFailed, attempt, outcome
+        )
+    else:
+        next_try = {"retry_at": iso(retry_at), "next_attempt": number + 1}
+        event = _worded(DeliveryAttemptFailed, attempt, outcome, **next_try)
+    if final:
+        DELIVERIES.labels(event.status).inc()
+    log.info(
+        "delivery_attempted",
+        attempt=number,
+        status=event.status,
+        final=final,
+        response_status=attempt.response_status,
+        duration_ms=attempt.duration_ms,
+        error=outcome.error,
+    )
+    if not final:
+        return Record(cause, NewEvent.of(event), attempt, answers_wait=answers_wait)
+    counted = Health(
+        request.webhook_id, outcome.succeeded, outcome.gone, outcome.error, request.kind
+    )
+    return Record(
+        cause,
+        NewEvent.of(event),
+        attempt,
+        answers_wait=answers_wait,
+        release=(request.webhook_id, request.delivery_id),
+        group_release=handon.may_hold_group(request),
+        health=counted,
+    )
+
+
+Worded = TypeVar("Worded", bound=DeliveryOutcome)
+
+
+def _worded(cls: type[Worded], attempt: Attempt, outcome: Outcome, **more: Any) -> Worded:
+    return cls(
+        **attempt.request.fields(),
+        status="success" if outcome.succeeded else "failed",
+        response_status=attempt.response_status,
+        duration_ms=attempt.duration_ms,
+        error=outcome.error,
+        started_at=iso(attempt.started_at),
+        request_body=attempt.request_body,
+        request_body_truncated=True if attempt.request_body_truncated else UNSET,  # when cut
+        response_body=attempt.response_body,
+        **more,
+    )
+
+
+def failed_by_fault(
+    cause: Event,
+    attempt: Attempt,
+    error: Exception,
+    retry_at: datetime,
+    *,
+    final: bool = False,
+    answers_wait: bool = False,
+) -> Record:
+    """A failed attempt saying `internal error: …` (retried as usual unless `final`); of
+    what came back only the status is kept."""
+    body = storable(attempt.request_body)
+    bare = dataclasses.replace(attempt, request_body=body, response_body=None)
+    outcome = Outcome(False, internal_error(error))
+    return finished(cause, bare, outcome, retry_at, final=final, answers_wait=answers_wait)
+
+
 Pending = tuple[Record, asyncio.Future[bool]]
 
 
@@ -79,12 +197,9 @@ class RecordWriter:
         self._pool = pool
         self._clock = clock
         self.health = health.Rules(auto_disable_after, alerts or AlertPolicy())
+        self.alerts = self.health.alerts
         self._queue: asyncio.Queue[Pending] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-
-    @property
-    def alerts(self) -> AlertPolicy:
-        return self.health.alerts
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
@@ -143,15 +258,13 @@ class RecordWriter:
             # the delivery meanwhile): its outcome was not recorded, so it keeps, releases
             # and counts nothing.
             fresh = [r for r in fresh if r.cause.stream not in moved]
-            await _keep_waiting(conn, fresh)
-            finished = [r for r in fresh if r.release is not None]
+            # An attempt that waits for the importer's verdict is kept until it comes.
+            await waiting.keep(conn, [r.attempt for r in fresh if r.waits and r.attempt])
+            await waiting.forget(conn, [r.attempt for r in fresh if r.answers_wait and r.attempt])
             # FORBID/DELAY rows and group lanes go, and go on to the next waiter.
-            await handon.release(
-                conn,
-                [r.release for r in finished if r.release is not None],
-                [r.release[1] for r in finished if r.release is not None and r.group_release],
-                now,
-            )
+            ended = [r.release for r in fresh if r.release is not None]
+            in_groups = [r.release[1] for r in fresh if r.release is not None and r.group_release]
+            await handon.release(conn, ended, in_groups, now)
             counted = [(r.health, r.causation) for r in fresh if r.health is not None]
             alerts = await self.health.count(conn, counted, now)
         self.alerts.committed(alerts)
@@ -174,34 +287,6 @@ async def _append(conn: asyncpg.Connection, records: list[Record], now: datetime
             moved.add(exc.stream)
             appends = [a for a in appends if a[0] != exc.stream]
     return moved
-
-
-async def _keep_waiting(conn: asyncpg.Connection, records: list[Record]) -> None:
-    """Keep an attempt only while it waits for the importer's verdict on its changes: that
-    is all dispatcher.attempts is read for. Every finished attempt lives in its outcome
-    event (and admin-api's attempt log, projected from it)."""
-    waiting = [r.attempt for r in records if r.waits and r.attempt is not None]
-    if waiting:
-        await conn.execute(
-            queries.KEEP_WAITING,
-            [a.request.delivery_id for a in waiting],
-            [a.request.attempt for a in waiting],
-            [a.request.webhook_id for a in waiting],
-            [a.started_at for a in waiting],
-            [a.duration_ms for a in waiting],
-            [a.request_body for a in waiting],
-            [a.response_status for a in waiting],
-            [a.response_body for a in waiting],
-            [a.request.to_data() for a in waiting],
-            [a.request_body_truncated for a in waiting],
-        )
-    answered = [r.attempt for r in records if r.answers_wait and r.attempt is not None]
-    if answered:  # the importer answered: the attempt no longer waits
-        await conn.execute(
-            queries.FORGET_WAITING,
-            [a.request.delivery_id for a in answered],
-            [a.request.attempt for a in answered],
-        )
 
 
 def _settle(batch: list[Pending], result: bool | BaseException) -> None:
