@@ -11,7 +11,8 @@ import asyncpg
 
 from cronhooks_common import eventstore
 from cronhooks_common.events import Causation, NewEvent
-from cronhooks_dispatcher.lookup import _SQL, DeliveryLookups, Lookup
+from cronhooks_dispatcher.lookup import DeliveryLookups, Lookup
+from cronhooks_dispatcher.queries import LOOKUP
 
 
 async def test_a_burst_is_one_query_and_every_answer_matches_its_key(pool: asyncpg.Pool) -> None:
@@ -101,7 +102,7 @@ async def test_the_lookup_probes_by_index_in_a_bucket_never_analyzed(pool: async
     # over both partitions (16-28 ms a call in a 10,000 herd); with the inbox probed by
     # event id alone, a seq scan of the inbox per key (14 ms a call, 2.8 s of Postgres CPU
     # in a 10,000 herd): its narrow rows make a scan under `limit 1` look cheap.
-    sql = _SQL.format(events="public.fresh_events", inbox="public.fresh_inbox")
+    sql = LOOKUP.format(events="public.fresh_events", inbox="public.fresh_inbox")
     async with pool.acquire() as conn:
         await conn.execute(_FRESH_BUCKET)
         try:

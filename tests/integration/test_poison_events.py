@@ -14,8 +14,9 @@ import asyncpg
 from aiohttp import web
 
 from cronhooks_common.clock import ManualClock
+from cronhooks_common.events import RequestFields
 from cronhooks_common.settings import Settings
-from cronhooks_dispatcher import delivery as dispatcher_delivery
+from cronhooks_dispatcher import deliver as dispatcher_deliver
 from cronhooks_dispatcher import fire as dispatcher_fire
 from cronhooks_dispatcher import payload
 from cronhooks_importer import imports
@@ -42,8 +43,8 @@ async def test_two_dispatchers_end_a_poison_delivery_and_its_group_goes_on(
 ) -> None:  # type: ignore[no-untyped-def]
     build = payload.build_body
 
-    def broken(request: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        if request["target"]["instruction"] == POISON:
+    def broken(request: RequestFields, **kw: Any) -> dict[str, Any]:
+        if request.target.instruction == POISON:
             raise Injected("cannot build this body")
         return build(request, **kw)
 
@@ -108,7 +109,7 @@ async def test_judging_that_fails_ends_the_attempt_failed_and_it_is_retried(
 ) -> None:  # type: ignore[no-untyped-def]
     """A step after the POST that raises ends the attempt — failed, `internal error: …`,
     retried as usual — without sending the request again and again."""
-    classify = dispatcher_delivery.classify
+    classify = dispatcher_deliver.classify
     calls: list[int] = []
 
     def broken(result: Any) -> Any:
@@ -117,7 +118,7 @@ async def test_judging_that_fails_ends_the_attempt_failed_and_it_is_retried(
             raise Injected("cannot judge this answer")
         return classify(result)
 
-    monkeypatch.setattr(dispatcher_delivery, "classify", broken)
+    monkeypatch.setattr(dispatcher_deliver, "classify", broken)
     async with running(settings, clock) as r:
         token = await admin_token(settings.database_url)
         hook, _ = await create_webhook(r, token, agent.url, maxRetries=1)

@@ -12,8 +12,9 @@ import asyncpg
 
 from cronhooks_common import db
 from cronhooks_common.clock import ManualClock
+from cronhooks_common.events import RequestFields
 from cronhooks_common.settings import Settings
-from cronhooks_dispatcher import delivery as dispatcher_delivery
+from cronhooks_dispatcher import lookup as dispatcher_lookup
 from cronhooks_dispatcher import payload
 from tests.support import rabbit
 from tests.support.agent import Agent
@@ -92,8 +93,8 @@ async def test_a_wedged_delivery_is_abandoned_and_releases_its_group_and_forbid(
     it; then the group goes on and the FORBID webhook's next slot is not skipped."""
     build = payload.build_body
 
-    def broken(request: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        if request["target"]["instruction"] == "wedge":
+    def broken(request: RequestFields, **kw: Any) -> dict[str, Any]:
+        if request.target.instruction == "wedge":
             raise RuntimeError("injected")
         return build(request, **kw)
 
@@ -101,7 +102,7 @@ async def test_a_wedged_delivery_is_abandoned_and_releases_its_group_and_forbid(
         raise RuntimeError("injected too")
 
     monkeypatch.setattr(payload, "build_body", broken)
-    monkeypatch.setattr(dispatcher_delivery.Dispatcher, "end_by_fault", cannot_end)
+    monkeypatch.setattr(dispatcher_lookup.Receiver, "end_by_fault", cannot_end)
     async with running(settings, clock) as r:
         token = await admin_token(settings.database_url)
         wedged, _ = await create_webhook(

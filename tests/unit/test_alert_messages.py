@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
 
-from cronhooks_common.events import Event, EventType
+from cronhooks_common.events import AlertFields, Event, EventType
 from cronhooks_dispatcher import alert_messages
 
 BASE = {
@@ -33,16 +33,28 @@ def event(type_: str, **data: Any) -> Event:
     )
 
 
+def alert_of(e: Event) -> AlertFields:
+    """The event's typed data, as the sink decodes it."""
+    payload = e.payload
+    assert isinstance(payload, AlertFields)
+    return payload
+
+
+def alert(type_: str, **data: Any) -> AlertFields:
+    return alert_of(event(type_, **data))
+
+
 def test_webhook_ids_name_the_alert_and_its_stage() -> None:
-    assert alert_messages.message_id(event(EventType.ALERT_RAISED)) == "alert-5-raised"
-    disabled = event(EventType.ALERT_RAISED, disabled=True, consecutive_failures=20)
+    assert alert_messages.message_id(alert(EventType.ALERT_RAISED)) == "alert-5-raised"
+    disabled = alert(EventType.ALERT_RAISED, disabled=True, consecutive_failures=20)
     assert alert_messages.message_id(disabled) == "alert-5-disabled"
-    resolved = event(EventType.ALERT_RESOLVED, consecutive_failures=0, reason="recovered")
+    resolved = alert(EventType.ALERT_RESOLVED, consecutive_failures=0, reason="recovered")
     assert alert_messages.message_id(resolved) == "alert-5-resolved"
 
 
 def test_body_has_the_contract_fields_and_a_one_line_text() -> None:
-    body = alert_messages.body(event(EventType.ALERT_RAISED), "https://cron.example/")
+    raised = event(EventType.ALERT_RAISED)
+    body = alert_messages.body(raised, alert_of(raised), "https://cron.example/")
     assert {k: body[k] for k in BASE} == BASE
     assert body["type"] == "alert.raised"
     assert body["admin_url"] == "https://cron.example/#webhook-7"
@@ -53,7 +65,7 @@ def test_body_has_the_contract_fields_and_a_one_line_text() -> None:
 
 
 def test_texts_of_disable_and_resolve() -> None:
-    gone = event(EventType.ALERT_RAISED, disabled=True, consecutive_failures=1, description="")
+    gone = alert(EventType.ALERT_RAISED, disabled=True, consecutive_failures=1, description="")
     assert alert_messages.text(gone).startswith(
         "[cronhooks] ALERT: cron webhook 7 is disabled after 1 failed delivery"
     )
@@ -62,7 +74,7 @@ def test_texts_of_disable_and_resolve() -> None:
         ("re_enabled", "was re-enabled"),
         ("deleted", "was deleted"),
     ]:
-        resolved = event(EventType.ALERT_RESOLVED, consecutive_failures=0, reason=reason)
+        resolved = alert(EventType.ALERT_RESOLVED, consecutive_failures=0, reason=reason)
         assert alert_messages.text(resolved) == (
             f"[cronhooks] RESOLVED: cron webhook 7 (nightly digest) {says}"
         )

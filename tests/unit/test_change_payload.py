@@ -171,6 +171,7 @@ def test_sizes_read_without_content_decide_alike() -> None:
 
 def test_the_dispatcher_says_content_truncated_only_when_something_was_cut() -> None:
     from cronhooks_dispatcher.payload import build_body
+    from tests.unit.test_payload import TARGET, typed
 
     request = {
         "delivery_id": 43,
@@ -180,9 +181,11 @@ def test_the_dispatcher_says_content_truncated_only_when_something_was_cut() -> 
         "trigger": "change",
         "depth": 0,
         "changes": [{"path": "a", "event": "update", "version": 1, "content_hash": None}],
-        "target": {"instruction": "", "pass_api_key": False},
+        "target": {**TARGET, "instruction": "", "pass_api_key": False},
     }
-    whole = build_body(request, timestamp=1, api_token=None, api_url=None)
-    cut = build_body({**request, "content_truncated": True}, timestamp=1, api_token=None, api_url=None)
+    whole = build_body(typed(request), timestamp=1, api_token=None, api_url=None)
+    cut = build_body(
+        typed({**request, "content_truncated": True}), timestamp=1, api_token=None, api_url=None
+    )
     assert "content_truncated" not in whole
     assert cut["content_truncated"] is True and cut["changes"] == request["changes"]

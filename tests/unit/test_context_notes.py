@@ -5,22 +5,32 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
+from cronhooks_common.events import Target
 from cronhooks_dispatcher.context_notes import ContextNotes, context_from_rows, key_of
 from cronhooks_dispatcher.payload import build_body
-from tests.unit.test_payload import REQUEST, TARGET
+from tests.unit.test_payload import REQUEST, TARGET, typed
+
+
+def target(data: dict[str, Any]) -> Target:
+    return msgspec.convert(data, Target)
 
 
 def test_only_a_target_with_attach_notes_asks_for_notes() -> None:
     # The hot path: a target without attachNotes (an older request, a change webhook's
     # None, or []) needs no query.
-    assert key_of(TARGET) is None
-    assert key_of({**TARGET, "attach_notes": None}) is None
-    assert key_of({**TARGET, "attach_notes": []}) is None
-    assert key_of({**TARGET, "attach_notes": ["a/*"], "read_patterns": ["a/x*"]}) == (
+    assert key_of(target(TARGET)) is None
+    assert key_of(target({**TARGET, "attach_notes": None})) is None
+    assert key_of(target({**TARGET, "attach_notes": []})) is None
+    assert key_of(target({**TARGET, "attach_notes": ["a/*"], "read_patterns": ["a/x*"]})) == (
         ("a/*",),
         ("a/x*",),
     )
-    assert key_of({**TARGET, "attach_notes": ["a/*"], "read_patterns": None}) == (("a/*",), ())
+    # (a Target's read_patterns is a list; a null one, which no event holds, still reads none)
+    attaching = target({**TARGET, "attach_notes": ["a/*"]})
+    unread = msgspec.structs.replace(attaching, read_patterns=None)
+    assert key_of(unread) == (("a/*",), ())
 
 
 def row(path: str, fits: bool) -> dict[str, Any]:
@@ -40,19 +50,23 @@ def test_rows_become_the_notes_that_fit_and_truncated_when_one_did_not() -> None
 
 
 def test_the_body_carries_context_notes_only_for_webhooks_that_attach() -> None:
-    plain = build_body(REQUEST, timestamp=1, api_token=None, api_url=None)
+    plain = build_body(typed(REQUEST), timestamp=1, api_token=None, api_url=None)
     assert "context_notes" not in plain and "context_truncated" not in plain
     notes = [{"path": "a.md", "content": "A", "content_hash": "h"}]
     body = build_body(
-        REQUEST, timestamp=1, api_token=None, api_url=None, context=ContextNotes(notes, False)
+        typed(REQUEST),
+        timestamp=1,
+        api_token=None,
+        api_url=None,
+        context=ContextNotes(notes, False),
     )
     assert body["context_notes"] == notes and "context_truncated" not in body
     empty = build_body(
-        REQUEST, timestamp=1, api_token=None, api_url=None, context=ContextNotes([], False)
+        typed(REQUEST), timestamp=1, api_token=None, api_url=None, context=ContextNotes([], False)
     )
     assert empty["context_notes"] == []  # attachNotes set, nothing matches: an empty list
     cut = build_body(
-        REQUEST, timestamp=1, api_token=None, api_url=None, context=ContextNotes(notes, True)
+        typed(REQUEST), timestamp=1, api_token=None, api_url=None, context=ContextNotes(notes, True)
     )
     assert cut["context_truncated"] is True
     assert {k for k in body if k not in plain} == {"context_notes"}

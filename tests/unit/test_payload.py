@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import msgspec
+
+from cronhooks_common.events import DeliveryRequested
 from cronhooks_dispatcher.payload import RESPONSE_SCHEMA, build_body, encode, recorded, redacted
 
 TARGET = {
@@ -26,8 +30,13 @@ REQUEST = {
 }
 
 
+def typed(request: dict[str, Any]) -> DeliveryRequested:
+    """A request's data as the dispatcher has it: decoded to its class."""
+    return msgspec.convert(request, DeliveryRequested)
+
+
 def test_first_attempt_body_has_every_contract_field() -> None:
-    body = build_body(REQUEST, timestamp=1738000000, api_token=None, api_url=None)
+    body = build_body(typed(REQUEST), timestamp=1738000000, api_token=None, api_url=None)
     assert body == {
         "version": 1,
         "id": 42,
@@ -45,12 +54,12 @@ def test_first_attempt_body_has_every_contract_field() -> None:
 
 def test_a_request_stored_before_kinds_existed_is_a_cron_delivery() -> None:
     old = {k: v for k, v in REQUEST.items() if k != "kind"}
-    assert build_body(old, timestamp=1, api_token=None, api_url=None)["kind"] == "cron"
+    assert build_body(typed(old), timestamp=1, api_token=None, api_url=None)["kind"] == "cron"
 
 
 def test_retry_carries_previous_error() -> None:
     request = {**REQUEST, "attempt": 2, "trigger": "retry", "previous_error": "HTTP 500: boom"}
-    body = build_body(request, timestamp=1, api_token=None, api_url=None)
+    body = build_body(typed(request), timestamp=1, api_token=None, api_url=None)
     assert body["previous_error"] == "HTTP 500: boom"
     assert body["trigger"] == "retry"
 
@@ -58,7 +67,10 @@ def test_retry_carries_previous_error() -> None:
 def test_api_token_and_url_only_with_pass_api_key() -> None:
     request = {**REQUEST, "target": {**TARGET, "pass_api_key": True}}
     body = build_body(
-        request, timestamp=1, api_token="eyJ.secret-token.sig", api_url="http://127.0.0.1:8081"
+        typed(request),
+        timestamp=1,
+        api_token="eyJ.secret-token.sig",
+        api_url="http://127.0.0.1:8081",
     )
     assert (
         body["api_token"] == "eyJ.secret-token.sig" and body["api_url"] == "http://127.0.0.1:8081"
@@ -75,12 +87,14 @@ def test_encoding_is_compact_utf8() -> None:
 def test_the_recorded_body_is_the_redacted_one_whether_or_not_a_token_is_in_it() -> None:
     odd = {**TARGET, "instruction": "Résumé 🗓 and a lone \ud800 surrogate"}
     with_token = build_body(
-        {**REQUEST, "target": {**odd, "pass_api_key": True}},
+        typed({**REQUEST, "target": {**odd, "pass_api_key": True}}),
         timestamp=1,
         api_token="eyJ.secret-token.sig",
         api_url="http://127.0.0.1:8081",
     )
-    without = build_body({**REQUEST, "target": odd}, timestamp=1, api_token=None, api_url=None)
+    without = build_body(
+        typed({**REQUEST, "target": odd}), timestamp=1, api_token=None, api_url=None
+    )
     for body in (with_token, without):
         assert recorded(body, encode(body)) == redacted(body)
     assert "secret-token" not in recorded(with_token, encode(with_token))
@@ -91,7 +105,7 @@ def test_the_recorded_body_keeps_context_notes_by_path_and_hash_only() -> None:
 
     notes = [{"path": "ctx/a.md", "content": "x" * 1000, "content_hash": "ab12"}]
     body = build_body(
-        {**REQUEST, "target": {**TARGET, "attach_notes": ["ctx/*"]}},
+        typed({**REQUEST, "target": {**TARGET, "attach_notes": ["ctx/*"]}}),
         timestamp=1,
         api_token=None,
         api_url=None,
@@ -121,3 +135,26 @@ def test_a_recorded_body_is_cut_at_64_kib_on_a_utf8_boundary() -> None:
     assert truncated and kept == "€" * 21_845 and len(kept.encode()) <= RECORDED_BYTES
     kept, truncated = cut("😀" * 20_000)
     assert truncated and kept == "😀" * 16_384
+
+
+def test_a_change_is_sent_with_its_keys_in_the_stored_order() -> None:
+    """The bytes signed for a change delivery are those its stored data gave before the
+    request was typed: each change's keys in jsonb's order (by length, then bytes)."""
+    request = typed(
+        {
+            **REQUEST,
+            "kind": "change",
+            "trigger": "change",
+            "scheduled_for": None,
+            "depth": 1,
+            "changes": [
+                {"path": "a", "event": "update", "version": 2, "content_hash": "h", "content": "x"},
+                {"path": "b", "event": "remove", "version": 3, "content_hash": None},
+            ],
+        }
+    )
+    raw = encode(build_body(request, timestamp=1, api_token=None, api_url=None))
+    assert (
+        b'"changes":[{"path":"a","event":"update","content":"x","version":2,"content_hash":"h"},'
+        b'{"path":"b","event":"remove","version":3,"content_hash":null}]'
+    ) in raw

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import timedelta
-from typing import Any
 from uuid import UUID
 
 import aiohttp
@@ -32,9 +31,9 @@ from prometheus_client import Counter
 from cronhooks_common import eventstore
 from cronhooks_common.buckets import Router
 from cronhooks_common.clock import Clock
-from cronhooks_common.events import Event, alert_stream
+from cronhooks_common.events import AlertFields, Event, alert_stream
 from cronhooks_common.signing import USER_AGENT, SecretKeys, signature_headers
-from cronhooks_dispatcher import alert_messages, payload, sender
+from cronhooks_dispatcher import alert_messages, payload, queries, sender
 from cronhooks_dispatcher.retry import next_attempt_at
 
 log = structlog.get_logger(__name__)
@@ -48,26 +47,6 @@ TIMEOUT_SECONDS = 10.0
 LEASE = timedelta(seconds=60)  # longer than a send: a live replica's row is never retaken
 POLL = timedelta(seconds=30)  # rows of other replicas (a crashed one's lease) come due
 BATCH = 50
-
-# The first post still owed of each alert: only it may leave (and only it says when the
-# next try is: a later one that is due waits for it, and must not wake the loop).
-_HEADS = """
-    not exists (select 1 from dispatcher.alert_posts q
-                where q.alert_id = p.alert_id and q.seq < p.seq)
-"""
-_CLAIM = f"""
-with due as (
-    select p.event_id from dispatcher.alert_posts p
-    where p.due_at <= $1 and {_HEADS}
-    order by p.seq
-    limit $3
-    for update skip locked
-)
-update dispatcher.alert_posts p set due_at = $2
-from due where p.event_id = due.event_id
-returning p.event_id, p.alert_id, p.tries
-"""
-_NEXT_DUE = f"select min(p.due_at) from dispatcher.alert_posts p where {_HEADS}"
 
 
 class AlertSink:
@@ -116,7 +95,7 @@ class AlertSink:
                 continue
             if full:
                 continue
-            next_due = await self._pool.fetchval(_NEXT_DUE)
+            next_due = await self._pool.fetchval(queries.NEXT_POST_DUE)
             deadline = self._clock.now() + POLL
             if next_due is not None:
                 deadline = min(deadline, next_due)
@@ -125,7 +104,7 @@ class AlertSink:
     async def send_due(self) -> bool:
         """Send what is due; True if there may be more right away."""
         now = self._clock.now()
-        rows = await self._pool.fetch(_CLAIM, now, now + LEASE, BATCH)
+        rows = await self._pool.fetch(queries.CLAIM_POSTS, now, now + LEASE, BATCH)
         if not rows:
             return False
         events = await eventstore.read_events(
@@ -137,13 +116,13 @@ class AlertSink:
     async def _send(self, event_id: UUID, tries: int, events: dict[UUID, Event]) -> None:
         event = events.get(event_id)
         if event is None:  # the store no longer holds it: nothing true to say
-            await self._pool.execute(
-                "delete from dispatcher.alert_posts where event_id = $1", event_id
-            )
+            await self._pool.execute(queries.POSTED, event_id)
             return
+        alert = event.payload
+        assert isinstance(alert, AlertFields), event.type
         now = self._clock.now()
-        raw = payload.encode(alert_messages.body(event, self._public_url))
-        headers = self._headers(alert_messages.message_id(event), int(now.timestamp()), raw, tries)
+        raw = payload.encode(alert_messages.body(event, alert, self._public_url))
+        headers = self._headers(alert_messages.message_id(alert), int(now.timestamp()), raw, tries)
         result = await sender.post(
             self._assert_http(),
             self._url,
@@ -154,21 +133,13 @@ class AlertSink:
         )
         if result.status is not None and 200 <= result.status < 300:
             POSTS.labels("delivered").inc()
-            await self._pool.execute(
-                "delete from dispatcher.alert_posts where event_id = $1", event_id
-            )
+            await self._pool.execute(queries.POSTED, event_id)
             log.info("alert_posted", message_id=headers["webhook-id"], tries=tries + 1)
             return
         error = result.error or f"HTTP {result.status}"
         POSTS.labels("failed").inc()
         due = next_attempt_at(tries + 1, result.retry_after, self._clock.now())
-        await self._pool.execute(
-            "update dispatcher.alert_posts set due_at = $2, tries = tries + 1, last_error = $3"
-            " where event_id = $1",
-            event_id,
-            due,
-            error,
-        )
+        await self._pool.execute(queries.POST_LATER, event_id, due, error)
         log.warning(
             "alert_post_failed", message_id=headers["webhook-id"], error=error, retry_at=str(due)
         )
@@ -178,7 +149,7 @@ class AlertSink:
             return signature_headers(
                 self._keys, delivery_id=message_id, timestamp=timestamp, body=raw, attempt=tries + 1
             )
-        headers: dict[str, Any] = {
+        headers = {
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
             "X-Webhook-ID": message_id,

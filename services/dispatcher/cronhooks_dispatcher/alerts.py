@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Literal
 
 import asyncpg
 import structlog
@@ -26,14 +26,17 @@ from prometheus_client import Counter
 
 from cronhooks_common import eventstore
 from cronhooks_common.events import (
+    AlertFields,
+    AlertRaised,
+    AlertResolved,
     Causation,
-    Event,
-    EventType,
+    Kind,
     NewEvent,
     alert_stream,
     storable,
 )
 from cronhooks_common.webhooks import load_webhook
+from cronhooks_dispatcher import queries
 
 log = structlog.get_logger(__name__)
 
@@ -44,11 +47,11 @@ ALERTS = Counter(
 )
 
 
-def stage(event: Event) -> str:
+def stage(alert: AlertFields) -> str:
     """`raised`, `disabled` or `resolved`: the last part of the POST's webhook-id."""
-    if event.type == EventType.ALERT_RESOLVED:
+    if isinstance(alert, AlertResolved):
         return "resolved"
-    return "disabled" if event.data.get("disabled") else "raised"
+    return "disabled" if alert.disabled else "raised"
 
 
 @dataclass(frozen=True)
@@ -59,16 +62,14 @@ class AlertPolicy:
     post: bool = False  # CRONHOOKS_ALERT_WEBHOOK_URL is set: queue a POST per event
     wake: Callable[[], None] = lambda: None
 
-    def committed(self, events: Sequence[Event]) -> None:
-        """Call after the commit of the transaction that appended `events`."""
-        for event in events:
-            ALERTS.labels(stage(event)).inc()
+    def committed(self, alerts: Sequence[AlertFields]) -> None:
+        """Call after the commit of the transaction that appended `alerts`."""
+        for alert in alerts:
+            ALERTS.labels(stage(alert)).inc()
             log.warning(
-                "alert_" + stage(event),
-                alert_id=event.data["alert_id"],
-                webhook_id=event.data["webhook_id"],
+                "alert_" + stage(alert), alert_id=alert.alert_id, webhook_id=alert.webhook_id
             )
-        if events and self.post:
+        if alerts and self.post:
             self.wake()
 
 
@@ -77,7 +78,7 @@ async def after_failure(
     policy: AlertPolicy,
     *,
     webhook_id: int,
-    kind: str,
+    kind: Kind,
     failures: int,
     error: str | None,
     disabled: bool,
@@ -85,7 +86,7 @@ async def after_failure(
     open_alert: int | None,
     causation: Causation,
     now: datetime,
-) -> Event | None:
+) -> AlertRaised | None:
     """A failed delivery was counted (the health row is locked): raise, or re-raise as
     disabled, if it is time."""
     if open_alert is None and not (failures >= policy.alert_after or newly_disabled):
@@ -96,29 +97,24 @@ async def after_failure(
     if webhook is None or webhook.deleted:
         return None  # an attempt that finished after its webhook was deleted
     if open_alert is None:
-        alert_id: int = await conn.fetchval("select nextval('dispatcher.alert_ids')")
-        await conn.execute(
-            "update dispatcher.webhook_health set alert_id = $2 where webhook_id = $1",
-            webhook_id,
-            alert_id,
-        )
+        alert_id: int = await conn.fetchval(queries.NEXT_ALERT_ID)
+        await conn.execute(queries.OPEN_ALERT, webhook_id, alert_id)
         version = 0
     else:
         alert_id = open_alert
         version = await eventstore.stream_version(conn, alert_stream(alert_id))
-    data = {
-        "alert_id": alert_id,
-        "webhook_id": webhook_id,
-        "kind": kind,
-        "url": str(webhook.config.get("url", "")),
-        "description": str(webhook.config.get("description", "")),
-        "consecutive_failures": failures,
-        "last_error": None if error is None else storable(error),
-        "disabled": disabled,
-    }
-    return await _append(
-        conn, policy, alert_id, version, NewEvent(EventType.ALERT_RAISED, data), causation, now
+    raised = AlertRaised(
+        alert_id=alert_id,
+        webhook_id=webhook_id,
+        kind=kind,
+        url=str(webhook.config.get("url", "")),
+        description=str(webhook.config.get("description", "")),
+        consecutive_failures=failures,
+        last_error=None if error is None else storable(error),
+        disabled=disabled,
     )
+    await _append(conn, policy, version, raised, causation, now)
+    return raised
 
 
 async def resolve(
@@ -126,61 +122,52 @@ async def resolve(
     policy: AlertPolicy,
     *,
     alert_id: int,
-    reason: str,
+    reason: Literal["recovered", "re_enabled", "deleted"],
     disabled: bool,
     causation: Causation,
     now: datetime,
-) -> Event | None:
+) -> AlertResolved | None:
     """Close the open alert `alert_id` (the caller holds its webhook's health row)."""
-    stream = alert_stream(alert_id)
-    history = await eventstore.read_stream(conn, stream)
-    if not history or history[-1].type == EventType.ALERT_RESOLVED:
+    history = await eventstore.read_stream(conn, alert_stream(alert_id))
+    if not history:
         return None
-    raised: dict[str, Any] = history[-1].data
-    webhook_id = int(raised["webhook_id"])
-    await conn.execute(
-        "update dispatcher.webhook_health set alert_id = null"
-        " where webhook_id = $1 and alert_id = $2",
-        webhook_id,
-        alert_id,
-    )
+    raised = history[-1].payload
+    if not isinstance(raised, AlertRaised):
+        return None  # resolved already
+    await conn.execute(queries.CLOSE_ALERT, raised.webhook_id, alert_id)
     # The webhook as it is now: an admin who fixed the URL sees the URL that works.
-    webhook = await load_webhook(conn, webhook_id)
-    config = webhook.config if webhook is not None else raised
-    data = {
-        **raised,
-        "url": str(config.get("url", raised["url"])),
-        "description": str(config.get("description", raised["description"])),
-        "consecutive_failures": 0,
-        "disabled": disabled,
-        "reason": reason,
-    }
-    event = NewEvent(EventType.ALERT_RESOLVED, data)
-    return await _append(conn, policy, alert_id, history[-1].version, event, causation, now)
+    webhook = await load_webhook(conn, raised.webhook_id)
+    config = webhook.config if webhook is not None else {}
+    resolved = AlertResolved(
+        alert_id=raised.alert_id,
+        webhook_id=raised.webhook_id,
+        kind=raised.kind,
+        url=str(config.get("url", raised.url)),
+        description=str(config.get("description", raised.description)),
+        consecutive_failures=0,
+        last_error=raised.last_error,
+        disabled=disabled,
+        reason=reason,
+    )
+    await _append(conn, policy, history[-1].version, resolved, causation, now)
+    return resolved
 
 
 async def _append(
     conn: asyncpg.Connection,
     policy: AlertPolicy,
-    alert_id: int,
     version: int,
-    event: NewEvent,
+    alert: AlertFields,
     causation: Causation,
     now: datetime,
-) -> Event:
+) -> None:
     [appended] = await eventstore.append(
         conn,
-        alert_stream(alert_id),
-        [event],
+        alert_stream(alert.alert_id),
+        [NewEvent.of(alert)],
         expected_version=version,
         causation=causation,
         occurred_at=now,
     )
     if policy.post:
-        await conn.execute(
-            "insert into dispatcher.alert_posts (event_id, alert_id, due_at) values ($1, $2, $3)",
-            appended.event_id,
-            alert_id,
-            now,
-        )
-    return appended
+        await conn.execute(queries.QUEUE_ALERT_POST, appended.event_id, alert.alert_id, now)

@@ -1,53 +1,91 @@
-"""Dispatcher service: turns `delivery.requested` into signed HTTP requests to agents.
+"""Dispatcher service: turns `delivery.requested` into signed HTTP requests to agents, and
+records what followed. This module is its composition root: it builds the parts once
+(deps.py), says which handler takes which event (`HANDLERS`) and how a poison event ends
+(`ENDINGS`), and starts the consumer.
 
-Flow: consumer (free mode, `CRONHOOKS_DISPATCH_CONCURRENCY` workers; `delivery.requested`
-arrives in work notices of up to 64 events, work.py, the rest as events) → the stored event,
-inbox and secret in one batched lookup (lookup.py; a message the store does not hold as
-sent is dropped) → `Dispatcher.handle` (delivery.py): build and sign the body (payload.py),
-POST through the shared session with the SSRF guard (sender.py), classify the answer
-(outcome.py), and record attempt + next event, many outcomes per transaction
-(recording.py). Retries are durable timers in the scheduler (retry.py says when);
-webhook health (health.py) disables webhooks that are gone or keep failing, and raises
-and resolves their alerts (alerts.py), which alert_sink.py POSTs to the operator's URL.
+A delivery's steps, in order:
+
+1. request — the consumer (cronhooks_common.consumer, free mode,
+   CRONHOOKS_DISPATCH_CONCURRENCY workers) takes `delivery.requested` in work notices of
+   up to 64 events (work.py), and the other events of `HANDLERS` as messages;
+2. look up — lookup.py: the stored event, its inbox row and its webhook's secret, one
+   query for a burst; a message the store does not hold as sent is dropped; the stored
+   event goes to its handler, with its typed data (cronhooks_common.handlers):
+   `deliver_requested` or `deliver_released` (deliver.py);
+3. admit — admit.py: FORBID, DELAY and execution groups; a request that may not go now is
+   recorded skipped or waiting (`delivery.queued`);
+4. sign and send — deliver.py: the body (payload.py, context_notes.py for attachNotes),
+   signed, POSTed through the shared session with the SSRF guard (sender.py), the answer
+   judged (outcome.py; retry.py says when to try again);
+5. record — record.py: the outcome event worded, and written with many others in one
+   transaction; an attempt that waits for the importer is kept (waiting.py); a finished
+   delivery's lanes go to whoever waits (handon.py, `delivery.released`), its webhook's
+   health is counted (health.py), which may disable it and raise or resolve its alert
+   (alerts.py).
+
+The other handlers: finish.py (the importer's verdict on an attempt's note changes; a
+delivery the scheduler ended), health.py (a webhook re-enabled or deleted), fire.py
+(`trigger.requested`: call an agent back). alert_sink.py POSTs alert events to the
+operator's URL. All SQL is in queries.py. Retries are durable timers in the scheduler.
 """
 
 from __future__ import annotations
 
-from uuid import UUID
-
 import aiohttp
 
-from cronhooks_common import work
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.events import Event, EventType
+from cronhooks_common.events import (
+    DeliveryFailed,
+    DeliveryReleased,
+    DeliveryRequested,
+    NotesImported,
+    NotesRejected,
+    TriggerRequested,
+    WebhookDeleted,
+    WebhookUpdated,
+)
+from cronhooks_common.handlers import Handlers
 from cronhooks_common.service import Runtime
 from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
-from cronhooks_common.trust import as_noticed, as_stored
+from cronhooks_dispatcher import deliver, finish, fire, health, queries
 from cronhooks_dispatcher.alert_sink import AlertSink
 from cronhooks_dispatcher.alerts import AlertPolicy
 from cronhooks_dispatcher.context_notes import ContextNoteLoader
-from cronhooks_dispatcher.delivery import Dispatcher, SigningKeys
-from cronhooks_dispatcher.fire import FireCaller
-from cronhooks_dispatcher.lookup import DeliveryLookups
-from cronhooks_dispatcher.recording import INBOX, RecordWriter
+from cronhooks_dispatcher.deps import Call, Deps, Fault
+from cronhooks_dispatcher.lookup import CONSUMER, NOTICED, DeliveryLookups, Receiver
+from cronhooks_dispatcher.record import RecordWriter
 
 # The relay in this process leads only when no other service's can: a herd waits on this
 # process's one core, and the leader publishes every service's events (relay.py).
 DEFER_RELAY = True
 
-# `delivery.requested` comes in work notices, many to a message (work.py).
-NOTICED = work.carried_to("dispatcher")
-ROUTING_KEYS = (
-    EventType.NOTES_IMPORTED,
-    EventType.NOTES_REJECTED,
-    EventType.WEBHOOK_UPDATED,
-    EventType.WEBHOOK_DELETED,  # resolves its open alert
-    EventType.DELIVERY_FAILED,  # also final when the scheduler cancels a retry
-    EventType.TRIGGER_REQUESTED,
-    EventType.DELIVERY_RELEASED,  # a queued delivery's turn (lanes.py)
+HANDLERS = Handlers[Call](
+    {
+        DeliveryRequested: deliver.deliver_requested,
+        DeliveryReleased: deliver.deliver_released,  # a queued delivery's turn (handon.py)
+        NotesImported: finish.finish_imported,
+        NotesRejected: finish.finish_rejected,
+        DeliveryFailed: finish.release_ended,  # final when the scheduler ends a delivery
+        WebhookUpdated: health.reset_health,
+        WebhookDeleted: health.forget_health,  # resolves its open alert
+        TriggerRequested: fire.call_back,
+    }
 )
+# What a poison event (CONTRACT §15) started ends by, instead of waiting behind a dead
+# letter: the delivery fails, the waiting attempt fails, the fire ends failed.
+ENDINGS = Handlers[Fault](
+    {
+        DeliveryRequested: deliver.fail_request,
+        DeliveryReleased: deliver.fail_request,
+        NotesImported: finish.fail_waiting_attempt,
+        NotesRejected: finish.fail_waiting_attempt,
+        TriggerRequested: fire.fail_fire,
+    }
+)
+# Bound to the exchange: the rest of `HANDLERS` comes in work notices.
+ROUTING_KEYS = tuple(key for key in HANDLERS.routing_keys if key not in NOTICED)
 
 
 class DispatcherService:
@@ -80,13 +118,14 @@ class DispatcherService:
 
     async def start(self) -> None:
         rt = self._runtime
-        concurrency = rt.settings.dispatch_concurrency
+        settings = rt.settings
+        concurrency = settings.dispatch_concurrency
         # One session for the process: keep-alive reuse, no per-request setup.
         self._http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
                 limit=concurrency,
                 limit_per_host=0,
-                **connector_kwargs(rt.settings.allow_private_targets),
+                **connector_kwargs(settings.allow_private_targets),
             ),
             auto_decompress=True,
             # Every delivery is a request of its own: a cookie one agent sets must never
@@ -96,78 +135,45 @@ class DispatcherService:
         self._writer.start()
         if self._sink is not None:
             self._sink.start()
-        lookups = DeliveryLookups(rt.pool)  # one loader: a burst of both kinds is one query
-        dispatcher = Dispatcher(
+        deps = Deps(
             pool=rt.pool,
+            clock=rt.clock,
+            writer=self._writer,
             http=self._http,
-            keys=SigningKeys(SecretBox(rt.settings.secret_key)),
+            keys=deliver.SigningKeys(SecretBox(settings.secret_key)),
             tokens=ApiTokens(
-                master_key=rt.settings.secret_key,
-                issuer=rt.settings.public_url,
-                ttl_seconds=rt.settings.api_token_ttl_seconds,
+                master_key=settings.secret_key,
+                issuer=settings.public_url,
+                ttl_seconds=settings.api_token_ttl_seconds,
             ),
-            api_url=rt.settings.api_public_url,
-            clock=rt.clock,
-            writer=self._writer,
-            allow_private=rt.settings.allow_private_targets,
+            api_url=settings.api_public_url,
+            allow_private=settings.allow_private_targets,
             context=ContextNoteLoader(rt.pool),
+            fires=fire.FireCaller(
+                pool=rt.pool,
+                http=self._http,
+                box=SecretBox(settings.secret_key),
+                clock=rt.clock,
+                algorithm=settings.fire_jwt_algorithm,
+                writer=self._writer,
+                issuer=settings.public_url,
+                allow_private=settings.allow_private_targets,
+            ),
         )
-        fires = FireCaller(
-            pool=rt.pool,
-            http=self._http,
-            box=SecretBox(rt.settings.secret_key),
-            clock=rt.clock,
-            algorithm=rt.settings.fire_jwt_algorithm,
-            writer=self._writer,
-            issuer=rt.settings.public_url,
-            allow_private=rt.settings.allow_private_targets,
-        )
-
-        async def handle(sent: Event) -> None:
-            # The event store decides (CONTRACT §15): act on the event as stored, looked up
-            # with the inbox and the secret in one batched query; drop what it does not hold.
-            found = await lookups.load((sent.event_id, sent.stream))
-            event = as_stored(sent, found.stored, consumer="dispatcher")
-            if event is None:
-                return
-            if event.type == EventType.TRIGGER_REQUESTED:
-                await fires.handle(event, found)
-            else:
-                await dispatcher.handle(event, found)
-
-        async def handle_notice(ref: work.Ref) -> None:
-            # A notice names the event; the store holds what it is (and the lookup reads
-            # the inbox and the secret with it, batched with the other lookups).
-            found = await lookups.load((ref.event_id, ref.stream))
-            event = as_noticed(ref.event_id, found.stored, types=NOTICED, consumer="dispatcher")
-            if event is not None:
-                await dispatcher.handle(event, found)
-
-        async def end_by_fault(event_id: UUID, stream: str, error: Exception) -> bool:
-            # A poison event (CONTRACT §15): what it started ends instead of waiting
-            # behind a dead letter — the delivery fails, the fire ends failed.
-            found = await lookups.load((event_id, stream))
-            event = found.stored
-            if event is None:
-                return False  # not in the store: nothing started, dead-letter the message
-            if found.handled:
-                return True  # ended meanwhile (a redelivery, the watchdog)
-            if event.type == EventType.TRIGGER_REQUESTED:
-                return await fires.end_by_fault(event, error)
-            return await dispatcher.end_by_fault(event, error)
-
+        # One loader for every kind of message: a burst of them is one query.
+        receiver = Receiver(DeliveryLookups(rt.pool), deps, HANDLERS, ENDINGS)
         self._consumer = Consumer(
-            name="dispatcher",
+            name=CONSUMER,
             amqp=rt.amqp,
             pool=rt.pool,
-            inbox=INBOX,
+            inbox=queries.INBOX,
             routing_keys=ROUTING_KEYS,
-            free=handle,
-            notice=handle_notice,
-            on_poison=end_by_fault,
+            free=receiver.on_event,
+            notice=receiver.on_notice,
+            on_poison=receiver.end_by_fault,
             prefetch=concurrency,
             workers=concurrency,
-            queue_type=rt.settings.queue_type,
+            queue_type=settings.queue_type,
         )
         await self._consumer.start()
 

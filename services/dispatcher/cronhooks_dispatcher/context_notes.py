@@ -23,7 +23,9 @@ from typing import Any, NamedTuple
 import asyncpg
 from aiodataloader import DataLoader
 
+from cronhooks_common.events import Target
 from cronhooks_common.globs import glob_to_regex
+from cronhooks_dispatcher import queries
 
 MAX_CONTEXT_BYTES = 1 << 20  # 1 MiB
 
@@ -36,43 +38,12 @@ class ContextNotes(NamedTuple):
     truncated: bool  # a note that matched was left out by the cap
 
 
-def key_of(target: dict[str, Any]) -> Patterns | None:
+def key_of(target: Target) -> Patterns | None:
     """The loader key of a delivery's target; None when it attaches nothing."""
-    attach = target.get("attach_notes")
+    attach = target.attach_notes
     if not attach:
         return None
-    return tuple(attach), tuple(target.get("read_patterns") or ())
-
-
-# One row per attached note of each key, plus (at most) the first note of that key that the
-# cap leaves out, so the caller knows to say `truncated`. `before` is the bytes of the
-# notes ahead of this one, in path order (collate "C": code point order, not the locale's).
-_SQL = """
-with wanted as (
-    select k.i,
-           array(select jsonb_array_elements_text(k.spec->'attach')) as attach,
-           array(select jsonb_array_elements_text(k.spec->'read')) as read
-    from jsonb_array_elements($1::jsonb) with ordinality as k(spec, i)
-),
-matching as (
-    select w.i, n.path, n.content, n.content_hash,
-           octet_length(n.path) + octet_length(n.content) + octet_length(n.content_hash)
-               as size
-    from wanted w
-    join shared.context_notes n on n.path ~ any(w.attach) and n.path ~ any(w.read)
-),
-running as (
-    select m.*,
-           coalesce(sum(m.size) over (
-               partition by m.i order by m.path collate "C"
-               rows between unbounded preceding and 1 preceding), 0) as before
-    from matching m
-)
-select i, path, content, content_hash, before + size <= $2 as fits
-from running
-where before <= $2
-order by i, path collate "C"
-"""
+    return tuple(attach), tuple(target.read_patterns or ())
 
 
 def _spec(key: Patterns) -> dict[str, list[str]]:
@@ -81,8 +52,9 @@ def _spec(key: Patterns) -> dict[str, list[str]]:
 
 
 def context_from_rows(rows: Sequence[asyncpg.Record | dict[str, Any]]) -> ContextNotes:
-    """One key's rows of `_SQL` (in path order): the notes that fit, and whether one did
-    not. Only the first note that does not fit can come back, and it ends the list."""
+    """One key's rows of `queries.CONTEXT_NOTES` (in path order): the notes that fit, and
+    whether one did not. Only the first note that does not fit can come back, and it ends
+    the list."""
     notes = [
         {"path": r["path"], "content": r["content"], "content_hash": r["content_hash"]}
         for r in rows
@@ -103,7 +75,7 @@ class ContextNoteLoader(DataLoader[Patterns, ContextNotes]):
         # same question: ask it once (each answer can be a MiB).
         unique = list(dict.fromkeys(keys))
         # (the pool's jsonb codec encodes the list)
-        rows = await self._pool.fetch(_SQL, [_spec(k) for k in unique], self._cap)
+        rows = await self._pool.fetch(queries.CONTEXT_NOTES, [_spec(k) for k in unique], self._cap)
         found: list[list[asyncpg.Record]] = [[] for _ in unique]
         for row in rows:
             found[row["i"] - 1].append(row)

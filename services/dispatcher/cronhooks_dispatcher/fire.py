@@ -21,23 +21,30 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import aiohttp
 import asyncpg
 import structlog
+from msgspec.structs import asdict
 from prometheus_client import Counter
 
 from cronhooks_common import logs
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.events import Event, EventType, NewEvent
+from cronhooks_common.events import (
+    ArmedFields,
+    Event,
+    NewEvent,
+    TriggerAttemptFailed,
+    TriggerFired,
+    TriggerRequested,
+)
 from cronhooks_common.faults import internal_error
 from cronhooks_common.keys import SigningKey, active_key
 from cronhooks_common.signing import USER_AGENT
 from cronhooks_dispatcher import sender
-from cronhooks_dispatcher.lookup import Lookup
-from cronhooks_dispatcher.recording import Record, RecordWriter
+from cronhooks_dispatcher.deps import Call, Fault
+from cronhooks_dispatcher.record import Record, RecordWriter
 from cronhooks_dispatcher.retry import wait_before
 
 log = structlog.get_logger(__name__)
@@ -55,15 +62,30 @@ def fire_backoff(attempt: int) -> timedelta:
     return timedelta(seconds=min(2**attempt, 60))
 
 
-def provisioned_fire_at(d: dict[str, Any]) -> str:
+def provisioned_fire_at(fire: ArmedFields) -> str:
     """`fire_at` as the agent spelled it; triggers armed before rev. 2 only have the
     normalised form."""
-    text = d.get("fire_at_text")
-    return text if isinstance(text, str) else str(d["fire_at"])
+    text = fire.fire_at_text
+    return text if isinstance(text, str) else fire.fire_at
+
+
+async def call_back(call: Call, event: Event, fire: TriggerRequested) -> None:
+    """`trigger.requested`: one attempt to call the agent back."""
+    with logs.bound(job_id=fire.job_id, fire_id=fire.fire_id):
+        if not call.handled:
+            await call.deps.fires.call(event, fire)
+
+
+async def fail_fire(fault: Fault, event: Event, fire: TriggerRequested) -> None:
+    """End a fire (not handled yet) that could not be handled — the consumer's poison
+    hook: its trigger leaves `armed`, failed, saying `internal error: …`."""
+    await fault.deps.fires.end_by_fault(event, fire, fault.error)
 
 
 @dataclass
 class FireCaller:
+    """Calls agents back; keeps the active signing key, re-read now and then."""
+
     pool: asyncpg.Pool
     http: aiohttp.ClientSession
     box: SecretBox
@@ -93,15 +115,15 @@ class FireCaller:
                     self._key_loaded = now
         return self._key
 
-    def token(self, key: SigningKey, d: dict[str, Any], now: datetime) -> str:
+    def token(self, key: SigningKey, fire: TriggerRequested, now: datetime) -> str:
         issued = int(now.timestamp())
         return key.sign(
             {
                 "iss": self.issuer,
-                "aud": f"agent:{d['instance_id']}",
+                "aud": f"agent:{fire.instance_id}",
                 "purpose": "cron_fire",
-                "job_id": d["job_id"],
-                "fire_at": provisioned_fire_at(d),
+                "job_id": fire.job_id,
+                "fire_at": provisioned_fire_at(fire),
                 "iat": issued,
                 "nbf": issued,
                 "exp": issued + int(TOKEN_LIFETIME.total_seconds()),
@@ -109,68 +131,73 @@ class FireCaller:
             }
         )
 
-    async def handle(self, event: Event, found: Lookup) -> None:
-        """`event` as the store holds it, and what the lookup found with it."""
-        d = event.data
-        with logs.bound(job_id=d["job_id"], fire_id=d["fire_id"]):
-            if found.handled:
-                return
-            now = self.clock.now()
-            body = json.dumps({"job_id": d["job_id"], "fire_at": provisioned_fire_at(d)}).encode()
-            headers = {
-                "Content-Type": "application/json",
-                "User-Agent": USER_AGENT,
-                "Authorization": f"Bearer {self.token(await self.signing_key(now), d, now)}",
-            }
-            result = await sender.post(
-                self.http,
-                d["callback_url"].rstrip("/") + "/api/cron/fire",
-                body=body,
-                headers=headers,
-                timeout_seconds=ATTEMPT_TIMEOUT,
-                allow_private=self.allow_private,
-            )
-            await self.writer.write(self._record(event, result))
-
-    def _record(self, event: Event, result: sender.HttpResult) -> Record:
-        d = event.data
+    async def call(self, event: Event, fire: TriggerRequested) -> None:
+        """POST the fire to the agent and record what came back."""
         now = self.clock.now()
-        delivered = result.error is None and 200 <= (result.status or 0) < 300
-        error = result.error or (None if delivered else f"HTTP {result.status}")
-        base = {**d, "status": result.status, "error": error, "duration_ms": result.duration_ms}
-        if delivered:
-            kind, data = EventType.TRIGGER_FIRED, {**base, "outcome": "delivered"}
+        body = json.dumps({"job_id": fire.job_id, "fire_at": provisioned_fire_at(fire)}).encode()
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            "Authorization": f"Bearer {self.token(await self.signing_key(now), fire, now)}",
+        }
+        result = await sender.post(
+            self.http,
+            fire.callback_url.rstrip("/") + "/api/cron/fire",
+            body=body,
+            headers=headers,
+            timeout_seconds=ATTEMPT_TIMEOUT,
+            allow_private=self.allow_private,
+        )
+        await self.writer.write(self._record(event, fire, result))
+
+    def _record(self, event: Event, fire: TriggerRequested, result: sender.HttpResult) -> Record:
+        now = self.clock.now()
+        outcome: TriggerFired | TriggerAttemptFailed
+        if result.error is None and 200 <= (result.status or 0) < 300:
+            error = None
+            outcome = TriggerFired(
+                **asdict(fire),
+                status=result.status,
+                error=None,
+                duration_ms=result.duration_ms,
+                outcome="delivered",
+            )
         else:
-            retry_at = now + wait_before(result.retry_after, now, fire_backoff(d["attempt"]))
-            if retry_at <= datetime.fromisoformat(d["fire_at"]) + FIRE_WINDOW:
-                kind = EventType.TRIGGER_ATTEMPT_FAILED
-                data = {**base, "retry_at": iso(retry_at), "next_attempt": d["attempt"] + 1}
+            error = result.error or f"HTTP {result.status}"
+            retry_at = now + wait_before(result.retry_after, now, fire_backoff(fire.attempt))
+            if retry_at <= datetime.fromisoformat(fire.fire_at) + FIRE_WINDOW:
+                outcome = TriggerAttemptFailed(
+                    **asdict(fire),
+                    status=result.status,
+                    error=error,
+                    duration_ms=result.duration_ms,
+                    retry_at=iso(retry_at),
+                    next_attempt=fire.attempt + 1,
+                )
             else:
-                late = f"{error}; {TOO_LATE}"
-                kind = EventType.TRIGGER_FIRED
-                data = {**base, "error": late, "outcome": "failed"}
-        FIRES.labels("delivered" if delivered else "failed").inc()
+                outcome = TriggerFired(
+                    **asdict(fire),
+                    status=result.status,
+                    error=f"{error}; {TOO_LATE}",
+                    duration_ms=result.duration_ms,
+                    outcome="failed",
+                )
+        FIRES.labels("failed" if error else "delivered").inc()
         log.info(
             "trigger_attempted",
-            attempt=d["attempt"],
+            attempt=fire.attempt,
             status=result.status,
             error=error,
-            final=kind == EventType.TRIGGER_FIRED,
+            final=isinstance(outcome, TriggerFired),
         )
-        return Record(
-            cause=event,
-            event=NewEvent(kind, data),
-        )
+        return Record(cause=event, event=NewEvent.of(outcome))
 
-    async def end_by_fault(self, event: Event, error: Exception) -> bool:
-        """End a fire (not handled yet) that could not be handled — the consumer's
-        `on_poison`: its trigger leaves `armed`, failed, saying `internal error: …`."""
-        data = {
-            **event.data,
-            "status": None,
-            "error": internal_error(error),
-            "duration_ms": 0,
-            "outcome": "failed",
-        }
-        await self.writer.write(Record(cause=event, event=NewEvent(EventType.TRIGGER_FIRED, data)))
-        return True
+    async def end_by_fault(self, event: Event, fire: TriggerRequested, error: Exception) -> None:
+        failed = TriggerFired(
+            **asdict(fire),
+            status=None,
+            error=internal_error(error),
+            duration_ms=0,
+            outcome="failed",
+        )
+        await self.writer.write(Record(cause=event, event=NewEvent.of(failed)))

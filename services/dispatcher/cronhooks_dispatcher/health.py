@@ -1,14 +1,18 @@
 """Webhook health: disable a webhook that is gone (410) or keeps failing.
 
 A small process manager with its own state (`dispatcher.webhook_health`): every finished
-delivery updates the count of consecutive failures; at CRONHOOKS_AUTO_DISABLE_AFTER (or
+delivery updates the count of consecutive failures (counted by the RecordWriter, in the
+transaction that records the outcome: `Rules.count`); at CRONHOOKS_AUTO_DISABLE_AFTER (or
 at once for 410 Gone) it appends `webhook.disabled` to the webhook's stream, which stops
-its schedule and shows `disabledReason`. Re-enabling the webhook resets the count.
-The same row carries the webhook's open alert (alerts.py).
+its schedule and shows `disabledReason`. The same row carries the webhook's open alert
+(alerts.py). Its handlers: re-enabling a webhook (`webhook.updated`) resets the count,
+deleting it (`webhook.deleted`) forgets it; either resolves its open alert.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
@@ -16,13 +20,86 @@ import structlog
 
 from cronhooks_common import eventstore
 from cronhooks_common.consumer import claim_event
-from cronhooks_common.events import CRON, Causation, Event, EventType, NewEvent, webhook_stream
+from cronhooks_common.events import (
+    AlertFields,
+    Causation,
+    Event,
+    Kind,
+    NewEvent,
+    WebhookDeleted,
+    WebhookDisabled,
+    WebhookUpdated,
+    webhook_stream,
+)
 from cronhooks_dispatcher import alerts as alert_rules
+from cronhooks_dispatcher import queries
 from cronhooks_dispatcher.alerts import AlertPolicy
+from cronhooks_dispatcher.deps import Call
 
 log = structlog.get_logger(__name__)
 
 APPEND_TRIES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """How a delivery ended, for its webhook's health."""
+
+    webhook_id: int
+    succeeded: bool
+    gone: bool
+    error: str | None
+    kind: Kind = "cron"  # of the webhook (its webhook.disabled says so)
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    disable_after: int  # CRONHOOKS_AUTO_DISABLE_AFTER
+    alerts: AlertPolicy
+
+    async def count(
+        self, conn: asyncpg.Connection, ended: Sequence[tuple[Health, Causation]], now: datetime
+    ) -> list[AlertFields]:
+        """Count finished deliveries; the alert events this raised or resolved."""
+        raised: list[AlertFields] = []
+        by_webhook = {h.webhook_id: causation for h, causation in ended if h.succeeded}
+        if by_webhook:
+            # A success costs nothing more unless it ends a failing spell (queries.RECOVER).
+            successes = sorted(by_webhook)
+            recovered = await conn.fetch(queries.RECOVER, successes)
+            await conn.execute(queries.ENSURE_HEALTH, successes)
+            for row in recovered:
+                if row["alert_id"] is not None:
+                    resolved = await alert_rules.resolve(
+                        conn,
+                        self.alerts,
+                        alert_id=row["alert_id"],
+                        reason="recovered",
+                        disabled=row["disabled"],
+                        causation=by_webhook[row["webhook_id"]],
+                        now=now,
+                    )
+                    raised += [resolved] if resolved else []
+        for h, causation in ended:  # failures are rare, and each may disable its webhook
+            if not h.succeeded:
+                alert = await self.count_failure(conn, h, causation, now)
+                raised += [alert] if alert else []
+        return raised
+
+    async def count_failure(
+        self, conn: asyncpg.Connection, h: Health, causation: Causation, now: datetime
+    ) -> AlertFields | None:
+        return await record_failure(
+            conn,
+            webhook_id=h.webhook_id,
+            gone=h.gone,
+            error=h.error,
+            kind=h.kind,
+            disable_after=self.disable_after,
+            alerts=self.alerts,
+            causation=causation,
+            now=now,
+        )
 
 
 async def record_failure(
@@ -33,22 +110,13 @@ async def record_failure(
     error: str | None,
     disable_after: int,
     alerts: AlertPolicy,
-    kind: str = CRON,
+    kind: Kind = "cron",
     causation: Causation,
     now: datetime,
-) -> Event | None:
+) -> AlertFields | None:
     """Count a failed delivery; disable the webhook and raise its alert when it is time.
-    Returns the alert event appended, if any. (Successes are counted set-based by
-    recording.py.)"""
-    row = await conn.fetchrow(
-        """
-        insert into dispatcher.webhook_health (webhook_id, consecutive_failures) values ($1, 1)
-        on conflict (webhook_id) do update
-            set consecutive_failures = dispatcher.webhook_health.consecutive_failures + 1
-        returning consecutive_failures, disabled, alert_id
-        """,
-        webhook_id,
-    )
+    Returns the alert event appended, if any."""
+    row = await conn.fetchrow(queries.COUNT_FAILURE, webhook_id)
     failures = row["consecutive_failures"]
     reason = None  # why it is disabled now, if it is
     if not row["disabled"] and gone:
@@ -58,11 +126,9 @@ async def record_failure(
         if error:
             reason += f" (last: {error})"
     if reason is not None:
-        await conn.execute(
-            "update dispatcher.webhook_health set disabled = true where webhook_id = $1",
-            webhook_id,
-        )
-        await _append_disabled(conn, webhook_id, kind, reason, causation, now)
+        await conn.execute(queries.MARK_DISABLED, webhook_id)
+        disabled = WebhookDisabled(webhook_id=webhook_id, kind=kind, reason=reason)
+        await _append_disabled(conn, disabled, causation, now)
         log.warning("webhook_disabled", webhook_id=webhook_id, reason=reason)
     return await alert_rules.after_failure(
         conn,
@@ -80,14 +146,9 @@ async def record_failure(
 
 
 async def _append_disabled(
-    conn: asyncpg.Connection,
-    webhook_id: int,
-    kind: str,
-    reason: str,
-    causation: Causation,
-    now: datetime,
+    conn: asyncpg.Connection, disabled: WebhookDisabled, causation: Causation, now: datetime
 ) -> None:
-    stream = webhook_stream(webhook_id)
+    stream = webhook_stream(disabled.webhook_id)
     for _ in range(APPEND_TRIES):
         version = await eventstore.stream_version(conn, stream)
         try:
@@ -95,12 +156,7 @@ async def _append_disabled(
                 await eventstore.append(
                     conn,
                     stream,
-                    [
-                        NewEvent(
-                            EventType.WEBHOOK_DISABLED,
-                            {"webhook_id": webhook_id, "kind": kind, "reason": reason},
-                        )
-                    ],
+                    [NewEvent.of(disabled)],
                     expected_version=version,
                     causation=causation,
                     occurred_at=now,
@@ -111,54 +167,50 @@ async def _append_disabled(
     raise eventstore.ConcurrencyError(stream, -1)
 
 
-async def on_webhook_updated(
-    conn: asyncpg.Connection, event: Event, inbox: str, alerts: AlertPolicy, now: datetime
-) -> Event | None:
+async def reset_health(call: Call, event: Event, update: WebhookUpdated) -> None:
     """Re-enabling a webhook gives it a clean slate: the count starts again, so its open
     alert is resolved (else nothing would ever close it: the next success finds a count of
     0 and touches nothing)."""
-    if not await claim_event(conn, inbox, event):
-        return None
-    changed = set(event.data.get("changed", []))
-    if not ("enabled" in changed and event.data["config"].get("enabled")):
-        return None
-    alert_id = await conn.fetchval(
-        "update dispatcher.webhook_health set consecutive_failures = 0, disabled = false"
-        " where webhook_id = $1 returning alert_id",
-        event.data["webhook_id"],
-    )
-    if alert_id is None:
-        return None
-    return await alert_rules.resolve(
-        conn,
-        alerts,
-        alert_id=alert_id,
-        reason="re_enabled",
-        disabled=False,
-        causation=Causation.following(event, actor="dispatcher"),
-        now=now,
-    )
+    deps = call.deps
+    alerts = deps.writer.alerts
+    resolved = None
+    async with deps.pool.acquire() as conn, conn.transaction():
+        if not await claim_event(conn, queries.INBOX, event):
+            return
+        if not ("enabled" in update.changed and update.config.enabled):
+            return
+        alert_id = await conn.fetchval(queries.RE_ENABLED, update.webhook_id)
+        if alert_id is not None:
+            resolved = await alert_rules.resolve(
+                conn,
+                alerts,
+                alert_id=alert_id,
+                reason="re_enabled",
+                disabled=False,
+                causation=Causation.following(event, actor="dispatcher"),
+                now=deps.clock.now(),
+            )
+    alerts.committed([resolved] if resolved else [])
 
 
-async def on_webhook_deleted(
-    conn: asyncpg.Connection, event: Event, inbox: str, alerts: AlertPolicy, now: datetime
-) -> Event | None:
+async def forget_health(call: Call, event: Event, deleted: WebhookDeleted) -> None:
     """A deleted webhook keeps no health, and its open alert is resolved (not left open
     forever)."""
-    if not await claim_event(conn, inbox, event):
-        return None
-    row = await conn.fetchrow(
-        "delete from dispatcher.webhook_health where webhook_id = $1 returning alert_id, disabled",
-        event.data["webhook_id"],
-    )
-    if row is None or row["alert_id"] is None:
-        return None
-    return await alert_rules.resolve(
-        conn,
-        alerts,
-        alert_id=row["alert_id"],
-        reason="deleted",
-        disabled=row["disabled"],
-        causation=Causation.following(event, actor="dispatcher"),
-        now=now,
-    )
+    deps = call.deps
+    alerts = deps.writer.alerts
+    resolved = None
+    async with deps.pool.acquire() as conn, conn.transaction():
+        if not await claim_event(conn, queries.INBOX, event):
+            return
+        row = await conn.fetchrow(queries.FORGET_HEALTH, deleted.webhook_id)
+        if row is not None and row["alert_id"] is not None:
+            resolved = await alert_rules.resolve(
+                conn,
+                alerts,
+                alert_id=row["alert_id"],
+                reason="deleted",
+                disabled=row["disabled"],
+                causation=Causation.following(event, actor="dispatcher"),
+                now=deps.clock.now(),
+            )
+    alerts.committed([resolved] if resolved else [])

@@ -1,9 +1,12 @@
-"""Before acting on a message the dispatcher asks: what does the event store hold under this
-event id (the event store decides — CONTRACT §15; the message is only news), was it
-handled before (inbox), and what is the sealed secret of the stored event's webhook (none
-for a one-shot fire)? A herd arrives as a burst of messages; asking once per message
-costs a database round trip each, about as much CPU as the POST itself. The loader
-gathers the questions of one event-loop iteration into one query.
+"""Step 1, look up: what the consumer hands over is only news. Before acting on a message
+the dispatcher asks what the event store holds under its event id (the event store
+decides — CONTRACT §15), whether it was handled before (inbox), and what the sealed secret
+of the stored event's webhook is (none for a one-shot fire); then hands the stored event
+to its handler (`HANDLERS`, app.py), or a poison event to its ending (`ENDINGS`).
+
+A herd arrives as a burst of messages; asking once per message costs a database round
+trip each, about as much CPU as the POST itself. The loader gathers the questions of one
+event-loop iteration into one query (queries.LOOKUP).
 
 The stored event is looked for in the partition of the stream the message names
 (`cronhooks_common.buckets`): a query through the partitioned parent would plan, lock and
@@ -13,15 +16,25 @@ as a forged one should."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 from uuid import UUID
 
 import asyncpg
 from aiodataloader import DataLoader
 
+from cronhooks_common import work
 from cronhooks_common.buckets import Router, delivery_of, fetch_routed, partition
 from cronhooks_common.events import Event
 from cronhooks_common.eventstore import event_from_row
+from cronhooks_common.handlers import Handlers
+from cronhooks_common.trust import as_noticed, as_stored
+from cronhooks_dispatcher import queries
+from cronhooks_dispatcher.deps import Call, Deps, Fault
+
+CONSUMER = "dispatcher"
+# `delivery.requested` comes in work notices, many to a message (work.py).
+NOTICED = work.carried_to(CONSUMER)
 
 
 class Lookup(NamedTuple):
@@ -30,38 +43,6 @@ class Lookup(NamedTuple):
     # it (another service ended the delivery meanwhile: the scheduler's watchdog).
     handled: bool
     sealed_secret: bytes | None  # of the stored event's webhook; None: none (or deleted)
-
-
-# The secret is found through the *stored* event's webhook_id, never the message's.
-# `{events}` and `{inbox}` are the partitions of the messages' bucket. Each key is one
-# index probe into each, whatever the statistics say: asyncpg keeps the generic plan made
-# in a prepared statement's first calls, and a bucket's partitions are empty and
-# unanalyzed then. As a join and an `exists`, that plan was a hash join over a seq scan of
-# both (16-28 ms a call in a 10,000 herd). The event is found by its id under `limit 1`.
-# The inbox is asked for its whole primary key (event id and the *stored* event's
-# delivery id): probed by event id alone under `limit 1`, its narrow rows made a scan look
-# cheaper than the index, and the plan kept scanning the growing inbox once per key (14 ms
-# a call, 2.8 s of Postgres CPU in a 10,000 herd). An equality on a unique key is an
-# index probe in any plan: so is the look for the stream's next version (its key).
-_SQL = """
-select k.i, e.event_id, e.type, e.stream, e.version, e.occurred_at, e.data, e.correlation_id,
-       e.causation_id, e.actor, e.schema_version,
-       h.handled is not null or m.moved is not null as handled,
-       (select s.ciphertext from shared.webhook_secrets s
-        where s.webhook_id = (e.data->>'webhook_id')::bigint) as sealed_secret
-from unnest($1::uuid[]) with ordinality as k(event_id, i)
-left join lateral (
-    select * from {events} x where x.event_id = k.event_id limit 1
-) e on true
-left join lateral (
-    select true as handled from {inbox} x
-    where x.event_id = e.event_id and x.delivery_id = e.delivery_id
-) h on true
-left join lateral (
-    select true as moved from {events} x
-    where x.stream = e.stream and x.version = e.version + 1 and x.delivery_id = e.delivery_id
-) m on true
-"""
 
 
 Key = tuple[UUID, str]  # (event id, stream) as the message names them
@@ -79,7 +60,7 @@ class DeliveryLookups(DataLoader[Key, Lookup]):
             suffix: str, group: list[tuple[int, Key]]
         ) -> list[tuple[int, asyncpg.Record]]:
             rows = await self._pool.fetch(
-                _SQL.format(
+                queries.LOOKUP.format(
                     events=partition("eventstore.events", suffix),
                     inbox=partition("dispatcher.inbox", suffix),
                 ),
@@ -101,3 +82,41 @@ class DeliveryLookups(DataLoader[Key, Lookup]):
             for i, r in found
         }
         return [by_index[i] for i in range(len(keys))]
+
+
+@dataclass(frozen=True, slots=True)
+class Receiver:
+    """What the consumer calls: an event message, a work notice's event, a poison event.
+    Each is looked up with the others in hand, and acted on as the store holds it."""
+
+    lookups: DeliveryLookups
+    deps: Deps
+    handlers: Handlers[Call]
+    endings: Handlers[Fault]
+
+    async def on_event(self, sent: Event) -> None:
+        found = await self.lookups.load((sent.event_id, sent.stream))
+        event = as_stored(sent, found.stored, consumer=CONSUMER)
+        if event is not None:
+            await self.handlers.handle(Call(self.deps, found.handled, found.sealed_secret), event)
+
+    async def on_notice(self, ref: work.Ref) -> None:
+        found = await self.lookups.load((ref.event_id, ref.stream))
+        event = as_noticed(ref.event_id, found.stored, types=NOTICED, consumer=CONSUMER)
+        if event is not None:
+            await self.handlers.handle(Call(self.deps, found.handled, found.sealed_secret), event)
+
+    async def end_by_fault(self, event_id: UUID, stream: str, error: Exception) -> bool:
+        """The consumer's `on_poison` (CONTRACT §15): what a poison event started ends
+        instead of waiting behind a dead letter — the delivery fails, the fire ends failed.
+        False (dead-letter the message) for an event that is not stored or starts nothing."""
+        found = await self.lookups.load((event_id, stream))
+        event = found.stored
+        if event is None:
+            return False  # not in the store: nothing started
+        if found.handled:
+            return True  # ended meanwhile (a redelivery, the watchdog)
+        if event.type not in self.endings:
+            return False
+        await self.endings.handle(Fault(self.deps, error), event)
+        return True

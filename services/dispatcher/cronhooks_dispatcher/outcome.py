@@ -1,6 +1,8 @@
-"""What an agent's answer means for the attempt (CONTRACT §4, §15). Pure and total: any
-bytes an agent sends judge the attempt — a success, or a failure with a reason (an answer
-nested deeper than 64 levels among them) — and nothing here raises."""
+"""What an agent's answer means for the attempt (CONTRACT §4, §15), and the importer's
+verdict on its changes: the judging half of step 4 (deliver.py; record.py words what it
+means). Pure and total: any bytes an agent sends judge the attempt — a success, or a
+failure with a reason (an answer nested deeper than 64 levels among them) — and nothing
+here raises."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronhooks_common import json_input
-from cronhooks_common.events import storable, storable_json
+from cronhooks_common.events import ChangeRefused, storable, storable_json
 from cronhooks_dispatcher.sender import HttpResult
 
 EXCERPT = 200
@@ -18,7 +20,7 @@ EXCERPT = 200
 class Outcome:
     succeeded: bool
     error: str | None = None
-    changes: list[Any] | None = None
+    changes: list[Any] | None = None  # as answered: the importer's rules judge them
     gone: bool = False  # 410: the agent asks us to stop calling
 
 
@@ -61,16 +63,10 @@ def classify(result: HttpResult) -> Outcome:
     return Outcome(True, changes=changes)
 
 
-def import_outcome(event_type: str, data: dict[str, Any]) -> Outcome:
-    """The attempt's outcome from the importer's verdict on its changes."""
-    if event_type == "notes.imported":
-        return Outcome(True)
-    errors = data.get("errors") or []
+def rejected(errors: list[ChangeRefused]) -> Outcome:
+    """The attempt's outcome when the importer rejected its changes."""
     # An error about the whole batch (the depth guard, an internal error) names no path.
-    detail = "; ".join(
-        f"{e.get('path')}: {e.get('error')}" if e.get("path") else str(e.get("error"))
-        for e in errors[:20]
-    )
+    detail = "; ".join(f"{e.path}: {e.error}" if e.path else str(e.error) for e in errors[:20])
     more = f" (+{len(errors) - 20} more)" if len(errors) > 20 else ""
     return Outcome(False, f"changes rejected: {detail}{more}" if detail else "changes rejected")
 

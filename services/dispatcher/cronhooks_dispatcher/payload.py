@@ -1,12 +1,12 @@
-"""The webhook request body (CONTRACT §3; a change webhook's, §11), built from a
-`delivery.requested` event. Pure."""
+"""The webhook request body (CONTRACT §3; a change webhook's, §11), built from the typed
+request (`delivery.requested`, or `delivery.released`), and how it is recorded. Pure."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from cronhooks_common import jsonfast
-from cronhooks_common.events import CHANGE, CRON
+from cronhooks_common.events import CHANGE, UNSET, ChangeSent, RequestFields
 
 if TYPE_CHECKING:  # the type only: this module stays pure
     from cronhooks_dispatcher.context_notes import ContextNotes
@@ -36,49 +36,62 @@ RECORDED_BYTES = 64 << 10  # of a request body kept in the attempt log (CONTRACT
 
 
 def build_body(
-    request: dict[str, Any],
+    request: RequestFields,
     *,
     timestamp: int,
     api_token: str | None,
     api_url: str | None,
     context: ContextNotes | None = None,
 ) -> dict[str, Any]:
-    """The JSON body for one attempt. `request` is the `delivery.requested` data; `context`
-    the notes read for it when its webhook has attachNotes (CONTRACT §13), else None."""
-    target = request["target"]
-    kind = request.get("kind", CRON)
+    """The JSON body for one attempt of `request` (a request, or the release of a queued
+    one); `context` the notes read for it when its webhook has attachNotes (CONTRACT §13),
+    else None."""
+    target = request.target
+    kind = request.kind
     body: dict[str, Any] = {
         "version": 1,
-        "id": request["delivery_id"],
-        "webhook_id": request["webhook_id"],
+        "id": request.delivery_id,
+        "webhook_id": request.webhook_id,
         "kind": kind,
         "timestamp": timestamp,
     }
     if kind == CHANGE:  # CONTRACT §11: the batch's changes instead of a slot
-        body["trigger"] = request["trigger"]
-        body["attempt"] = request["attempt"]
-        body["depth"] = int(request.get("depth", 0))
-        body["instruction"] = target["instruction"]
-        body["changes"] = request.get("changes", [])
-        if request.get("content_truncated"):  # the 1 MiB content cap left some out (§15)
+        body["trigger"] = request.trigger
+        body["attempt"] = request.attempt
+        body["depth"] = request.depth or 0
+        body["instruction"] = target.instruction
+        body["changes"] = [_change(c) for c in request.changes or ()]
+        if request.content_truncated:  # the 1 MiB content cap left some out (§15)
             body["content_truncated"] = True
     else:
-        body["scheduled_for"] = request.get("scheduled_for")
-        body["trigger"] = request["trigger"]
-        body["attempt"] = request["attempt"]
-        body["missed_count"] = request.get("missed_count", 0)
-        body["instruction"] = target["instruction"]
+        body["scheduled_for"] = request.scheduled_for
+        body["trigger"] = request.trigger
+        body["attempt"] = request.attempt
+        body["missed_count"] = request.missed_count
+        body["instruction"] = target.instruction
         if context is not None:
             body["context_notes"] = context.notes
             if context.truncated:  # only when the cap left a note out, like previous_error
                 body["context_truncated"] = True
-    if request["attempt"] > 1:
-        body["previous_error"] = request.get("previous_error") or ""
+    if request.attempt > 1:
+        body["previous_error"] = request.previous_error or ""
     body["response_schema"] = RESPONSE_SCHEMA
-    if target.get("pass_api_key"):
+    if target.pass_api_key:
         body["api_token"] = api_token
         body["api_url"] = api_url
     return body
+
+
+def _change(change: ChangeSent) -> dict[str, Any]:
+    """One change as the body carries it. The keys in the order of the stored event's
+    (jsonb: by length, then bytes) — the order bodies were signed in before the request
+    was typed, kept so that the bytes an agent gets do not change."""
+    sent: dict[str, Any] = {"path": change.path, "event": change.event}
+    if change.content is not UNSET:  # only with includeContent
+        sent["content"] = change.content
+    sent["version"] = change.version
+    sent["content_hash"] = change.content_hash
+    return sent
 
 
 def encode(body: dict[str, Any]) -> bytes:
