@@ -13,7 +13,14 @@ from typing import Any
 import asyncpg
 
 from cronhooks_common import eventstore
-from cronhooks_common.events import CHANGE, CRON, EventType, webhook_stream
+from cronhooks_common.events import (
+    CHANGE,
+    CRON,
+    WebhookConfigured,
+    WebhookDeleted,
+    WebhookDisabled,
+    webhook_stream,
+)
 
 CONFIG_FIELDS: tuple[str, ...] = (
     "url",
@@ -110,10 +117,11 @@ async def load_webhook(
     deleted = False
     kind = str(events[0].data.get("kind", CRON))
     for event in events:
-        if event.type in (EventType.WEBHOOK_CREATED, EventType.WEBHOOK_UPDATED):
-            config = dict(event.data["config"])
-        elif event.type == EventType.WEBHOOK_DISABLED:
+        payload = event.payload
+        if isinstance(payload, WebhookConfigured):
+            config = dict(event.data["config"])  # as stored: commands merge and compare it
+        elif isinstance(payload, WebhookDisabled):
             config["enabled"] = False
-        elif event.type == EventType.WEBHOOK_DELETED:
+        elif isinstance(payload, WebhookDeleted):
             deleted = True
     return WebhookState(events[-1].version, config, deleted, kind)
