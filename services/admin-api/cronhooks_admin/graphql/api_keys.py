@@ -9,23 +9,24 @@ from graphql import GraphQLResolveInfo
 from cronhooks_admin.graphql.bindables import mutation, query
 from cronhooks_admin.graphql.context import Context
 from cronhooks_admin.graphql.errors import run_command
+from cronhooks_admin.graphql.shapes import GraphQLInput, GraphQLObject
 
 Info = GraphQLResolveInfo[Context]
 
 
 @query.field("apiKeys")
-async def resolve_api_keys(_: Any, info: Info) -> list[dict[str, Any]]:
+async def resolve_api_keys(_: Any, info: Info) -> list[GraphQLObject]:
     return [dict(row) for row in await info.context.commands.api_keys.list()]
 
 
 @mutation.field("createApiKey")
-async def resolve_create_api_key(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+async def resolve_create_api_key(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
     ctx = info.context
     row, key = await run_command(lambda: ctx.commands.api_keys.create(input, ctx.admin))
     return {"api_key": dict(row), "key": key}
 
 
 @mutation.field("revokeApiKey")
-async def resolve_revoke_api_key(_: Any, info: Info, id: int) -> dict[str, Any]:
+async def resolve_revoke_api_key(_: Any, info: Info, id: int) -> GraphQLObject:
     ctx = info.context
     return {"api_key": dict(await run_command(lambda: ctx.commands.api_keys.revoke(id, ctx.admin)))}

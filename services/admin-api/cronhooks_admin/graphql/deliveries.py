@@ -18,6 +18,7 @@ from cronhooks_admin.graphql.bindables import (
 )
 from cronhooks_admin.graphql.context import Context
 from cronhooks_admin.graphql.errors import run_command
+from cronhooks_admin.graphql.shapes import GraphQLObject
 from cronhooks_admin.graphql.webhooks import live_webhook_row
 from cronhooks_common.events import CHANGE, CRON
 from cronhooks_common.graphql_support import bad_input
@@ -26,7 +27,7 @@ Info = GraphQLResolveInfo[Context]
 MAX_LIMIT = 500
 
 
-async def _deliveries(ctx: Context, webhook_id: int, limit: int, kind: str) -> list[dict[str, Any]]:
+async def _deliveries(ctx: Context, webhook_id: int, limit: int, kind: str) -> list[GraphQLObject]:
     if not 1 <= limit <= MAX_LIMIT:
         raise bad_input("limit", f"must be from 1 to {MAX_LIMIT}")
     await live_webhook_row(ctx, webhook_id, kind)  # NOT_FOUND when unknown or deleted
@@ -36,19 +37,19 @@ async def _deliveries(ctx: Context, webhook_id: int, limit: int, kind: str) -> l
 @query.field("cronWebhookDeliveries")
 async def resolve_cron_webhook_deliveries(
     _: Any, info: Info, cron_webhook_id: int, limit: int = 50
-) -> list[dict[str, Any]]:
+) -> list[GraphQLObject]:
     return await _deliveries(info.context, cron_webhook_id, limit, CRON)
 
 
 @query.field("changeWebhookDeliveries")
 async def resolve_change_webhook_deliveries(
     _: Any, info: Info, change_webhook_id: int, limit: int = 50
-) -> list[dict[str, Any]]:
+) -> list[GraphQLObject]:
     return await _deliveries(info.context, change_webhook_id, limit, CHANGE)
 
 
 @query.field("cronWebhookDelivery")
-async def resolve_cron_webhook_delivery(_: Any, info: Info, id: int) -> dict[str, Any] | None:
+async def resolve_cron_webhook_delivery(_: Any, info: Info, id: int) -> GraphQLObject | None:
     """Null when unknown, or when its webhook was deleted."""
     row = await info.context.pool.fetchrow(sql.DELIVERY, id)
     return None if row is None else dict(row)
@@ -56,13 +57,13 @@ async def resolve_cron_webhook_delivery(_: Any, info: Info, id: int) -> dict[str
 
 @cron_webhook_delivery.field("attempts")
 async def resolve_cron_webhook_delivery_attempts(
-    delivery: dict[str, Any], info: Info
-) -> list[dict[str, Any]]:
+    delivery: GraphQLObject, info: Info
+) -> list[GraphQLObject]:
     return await info.context.attempts.load(delivery["id"])
 
 
 @cron_webhook_delivery.field("queuedMs")
-def resolve_cron_webhook_delivery_queued_ms(delivery: dict[str, Any], *_: Any) -> int | None:
+def resolve_cron_webhook_delivery_queued_ms(delivery: GraphQLObject, *_: Any) -> int | None:
     """The wait for the webhook (DELAY) or its execution group before the first attempt;
     0 if it never waited, null while it still waits."""
     if delivery.get("queued_ms") is not None:
@@ -75,13 +76,13 @@ def resolve_cron_webhook_delivery_queued_ms(delivery: dict[str, Any], *_: Any) -
 
 
 @delivery_attempt.field("logsExpired")
-def resolve_delivery_attempt_logs_expired(attempt: dict[str, Any], *_: Any) -> bool:
+def resolve_delivery_attempt_logs_expired(attempt: GraphQLObject, *_: Any) -> bool:
     """CONTRACT §12: true once retention dropped the attempt's bodies."""
     return bool(attempt.get("logs_expired"))
 
 
 @mutation.field("triggerCronWebhook")
-async def resolve_trigger_cron_webhook(_: Any, info: Info, webhook_id: int) -> dict[str, Any]:
+async def resolve_trigger_cron_webhook(_: Any, info: Info, webhook_id: int) -> GraphQLObject:
     ctx = info.context
     delivery_id = await run_command(
         lambda: ctx.commands.deliveries.trigger_webhook(webhook_id, ctx.admin)
@@ -92,7 +93,7 @@ async def resolve_trigger_cron_webhook(_: Any, info: Info, webhook_id: int) -> d
 @mutation.field("triggerChangeWebhook")
 async def resolve_trigger_change_webhook(
     _: Any, info: Info, id: int, paths: list[str]
-) -> dict[str, Any]:
+) -> GraphQLObject:
     ctx = info.context
     delivery_id = await run_command(
         lambda: ctx.commands.deliveries.trigger_change_webhook(id, paths, ctx.admin)
@@ -103,7 +104,7 @@ async def resolve_trigger_change_webhook(
 @mutation.field("replayDeliveries")
 async def resolve_replay_deliveries(
     _: Any, info: Info, webhook_id: int, since: datetime, until: datetime | None = None
-) -> dict[str, Any]:
+) -> GraphQLObject:
     ctx = info.context
     ids = await run_command(
         lambda: ctx.commands.deliveries.replay_deliveries(webhook_id, since, until, ctx.admin)

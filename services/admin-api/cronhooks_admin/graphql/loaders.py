@@ -4,27 +4,27 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import asyncpg
 from aiodataloader import DataLoader
 
 from cronhooks_admin.graphql import queries as sql
+from cronhooks_admin.graphql.shapes import GraphQLObject
 from cronhooks_common.clock import Clock
 
 # (webhook id, IANA zone its days are counted in, number of days up to today)
 DayKey = tuple[int, str, int]
 
 
-class AttemptsLoader(DataLoader[int, list[dict[str, Any]]]):
+class AttemptsLoader(DataLoader[int, list[GraphQLObject]]):
     """All attempts of many deliveries."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         super().__init__()
         self._pool = pool
 
-    async def batch_load_fn(self, keys: list[int]) -> list[list[dict[str, Any]]]:
-        grouped: dict[int, list[dict[str, Any]]] = {k: [] for k in keys}
+    async def batch_load_fn(self, keys: list[int]) -> list[list[GraphQLObject]]:
+        grouped: dict[int, list[GraphQLObject]] = {k: [] for k in keys}
         for row in await self._pool.fetch(sql.ATTEMPTS, keys):
             grouped[row["delivery_id"]].append(dict(row))
         return [grouped[k] for k in keys]
@@ -42,7 +42,7 @@ class FailuresLoader(DataLoader[int, int]):
         return [found.get(k, 0) for k in keys]
 
 
-class StatsLoader(DataLoader[int, dict[str, Any]]):
+class StatsLoader(DataLoader[int, GraphQLObject]):
     """Delivery stats of many webhooks for the last 24 h and 7 d."""
 
     def __init__(self, pool: asyncpg.Pool, clock: Clock) -> None:
@@ -50,7 +50,7 @@ class StatsLoader(DataLoader[int, dict[str, Any]]):
         self._pool = pool
         self._clock = clock
 
-    async def batch_load_fn(self, keys: list[int]) -> list[dict[str, Any]]:
+    async def batch_load_fn(self, keys: list[int]) -> list[GraphQLObject]:
         now = self._clock.now()
         rows = await self._pool.fetch(
             sql.STATS, keys, now - timedelta(days=1), now - timedelta(days=7)
@@ -63,7 +63,7 @@ class StatsLoader(DataLoader[int, dict[str, Any]]):
         ]
 
 
-def _stats(row: asyncpg.Record | None, name: str) -> dict[str, Any]:
+def _stats(row: asyncpg.Record | None, name: str) -> GraphQLObject:
     if row is None or not row[f"{name}_total"]:
         return {
             "total": 0,
@@ -88,7 +88,7 @@ def _stats(row: asyncpg.Record | None, name: str) -> dict[str, Any]:
     }
 
 
-class DailyStatsLoader(DataLoader[DayKey, list[dict[str, Any]]]):
+class DailyStatsLoader(DataLoader[DayKey, list[GraphQLObject]]):
     """dailyStats of many webhooks: finished deliveries per calendar day in each webhook's
     zone, every day of the window listed, oldest first, days without deliveries as zeros."""
 
@@ -97,7 +97,7 @@ class DailyStatsLoader(DataLoader[DayKey, list[dict[str, Any]]]):
         self._pool = pool
         self._clock = clock
 
-    async def batch_load_fn(self, keys: list[DayKey]) -> list[list[dict[str, Any]]]:
+    async def batch_load_fn(self, keys: list[DayKey]) -> list[list[GraphQLObject]]:
         rows = await self._pool.fetch(
             sql.DAILY_STATS,
             [k[0] for k in keys],
@@ -105,7 +105,7 @@ class DailyStatsLoader(DataLoader[DayKey, list[dict[str, Any]]]):
             [k[2] for k in keys],
             self._clock.now(),
         )
-        found: dict[DayKey, list[dict[str, Any]]] = {k: [] for k in keys}
+        found: dict[DayKey, list[GraphQLObject]] = {k: [] for k in keys}
         for r in rows:
             found[(r["id"], r["tz"], r["days"])].append(
                 {

@@ -17,6 +17,7 @@ from cronhooks_admin.graphql.bindables import (
     query,
 )
 from cronhooks_admin.graphql.context import Context
+from cronhooks_admin.graphql.shapes import GraphQLInput, GraphQLObject
 from cronhooks_common.globs import glob_to_regex, like_prefix, pattern_problem
 from cronhooks_common.graphql_support import bad_input
 from cronhooks_common.paths import path_problem
@@ -26,7 +27,7 @@ MAX_LIMIT = 500
 
 
 @query.field("note")
-async def resolve_note(_: Any, info: Info, path: str) -> dict[str, Any] | None:
+async def resolve_note(_: Any, info: Info, path: str) -> GraphQLObject | None:
     problem = path_problem(path)
     if problem is not None:
         raise bad_input("path", problem)
@@ -38,7 +39,7 @@ async def resolve_note(_: Any, info: Info, path: str) -> dict[str, Any] | None:
 @query.field("notes")
 async def resolve_notes(
     _: Any, info: Info, pattern: str = "*", limit: int = 100
-) -> list[dict[str, Any]]:
+) -> list[GraphQLObject]:
     if not 1 <= limit <= MAX_LIMIT:
         raise bad_input("limit", f"must be from 1 to {MAX_LIMIT}")
     problem = pattern_problem(pattern)
@@ -53,17 +54,17 @@ async def resolve_notes(
 
 
 @mutation.field("pushNotes")
-async def resolve_push_notes(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+async def resolve_push_notes(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
     return await info.context.note_writes.push(info.context.admin, input)
 
 
 @mutation.field("commitNotes")
-async def resolve_commit_notes(_: Any, info: Info) -> dict[str, Any]:
+async def resolve_commit_notes(_: Any, info: Info) -> GraphQLObject:
     return await info.context.note_writes.commit(info.context.admin)
 
 
 @mutation.field("hideNotes")
-async def resolve_hide_notes(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+async def resolve_hide_notes(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
     return await info.context.note_writes.hide(info.context.admin, input)
 
 

@@ -13,6 +13,7 @@ from cronhooks_admin.graphql import queries as sql
 from cronhooks_admin.graphql.bindables import cron_webhook, mutation, query
 from cronhooks_admin.graphql.context import NEXT_RUNS, Context
 from cronhooks_admin.graphql.errors import not_found, run_command
+from cronhooks_admin.graphql.shapes import GraphQLInput, GraphQLObject
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, CRON
 from cronhooks_common.graphql_support import bad_input
@@ -21,7 +22,7 @@ Info = GraphQLResolveInfo[Context]
 MAX_NEXT_RUNS = NEXT_RUNS.maximum
 
 
-async def live_webhook_row(ctx: Context, webhook_id: int, kind: str) -> dict[str, Any]:
+async def live_webhook_row(ctx: Context, webhook_id: int, kind: str) -> GraphQLObject:
     """The live webhook's row, or NOT_FOUND (a deleted webhook, or one of the other kind,
     is unknown)."""
     row = await ctx.pool.fetchrow(sql.WEBHOOK, webhook_id, kind)
@@ -30,11 +31,11 @@ async def live_webhook_row(ctx: Context, webhook_id: int, kind: str) -> dict[str
     return dict(row)
 
 
-async def _webhooks(ctx: Context, kind: str) -> list[dict[str, Any]]:
+async def _webhooks(ctx: Context, kind: str) -> list[GraphQLObject]:
     return [dict(r) for r in await ctx.pool.fetch(sql.WEBHOOKS, kind)]
 
 
-async def _webhook(ctx: Context, webhook_id: int, kind: str) -> dict[str, Any] | None:
+async def _webhook(ctx: Context, webhook_id: int, kind: str) -> GraphQLObject | None:
     row = await ctx.pool.fetchrow(sql.WEBHOOK, webhook_id, kind)
     return None if row is None else dict(row)
 
@@ -43,37 +44,37 @@ async def _webhook(ctx: Context, webhook_id: int, kind: str) -> dict[str, Any] |
 
 
 @query.field("cronWebhooks")
-async def resolve_cron_webhooks(_: Any, info: Info) -> list[dict[str, Any]]:
+async def resolve_cron_webhooks(_: Any, info: Info) -> list[GraphQLObject]:
     return await _webhooks(info.context, CRON)
 
 
 @query.field("cronWebhook")
-async def resolve_cron_webhook(_: Any, info: Info, id: int) -> dict[str, Any] | None:
+async def resolve_cron_webhook(_: Any, info: Info, id: int) -> GraphQLObject | None:
     return await _webhook(info.context, id, CRON)
 
 
 @mutation.field("createCronWebhook")
-async def resolve_create_cron_webhook(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+async def resolve_create_cron_webhook(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
     ctx = info.context
     webhook_id, secret = await run_command(lambda: ctx.commands.webhooks.create(input, ctx.admin))
     return {"cron_webhook": await live_webhook_row(ctx, webhook_id, CRON), "secret": secret}
 
 
 @mutation.field("updateCronWebhook")
-async def resolve_update_cron_webhook(_: Any, info: Info, input: dict[str, Any]) -> dict[str, Any]:
+async def resolve_update_cron_webhook(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
     ctx = info.context
     webhook_id = await run_command(lambda: ctx.commands.webhooks.update(input, ctx.admin))
     return {"cron_webhook": await live_webhook_row(ctx, webhook_id, CRON)}
 
 
 @mutation.field("deleteCronWebhook")
-async def resolve_delete_cron_webhook(_: Any, info: Info, id: int) -> dict[str, Any]:
+async def resolve_delete_cron_webhook(_: Any, info: Info, id: int) -> GraphQLObject:
     ctx = info.context
     return {"id": await run_command(lambda: ctx.commands.webhooks.delete(id, ctx.admin))}
 
 
 @mutation.field("regenerateCronWebhookSecret")
-async def resolve_regenerate_cron_webhook_secret(_: Any, info: Info, id: int) -> dict[str, Any]:
+async def resolve_regenerate_cron_webhook_secret(_: Any, info: Info, id: int) -> GraphQLObject:
     ctx = info.context
     secret = await run_command(lambda: ctx.commands.webhooks.regenerate_secret(id, ctx.admin))
     return {"cron_webhook": await live_webhook_row(ctx, id, CRON), "secret": secret}
@@ -81,7 +82,7 @@ async def resolve_regenerate_cron_webhook_secret(_: Any, info: Info, id: int) ->
 
 @cron_webhook.field("nextRuns")
 async def resolve_cron_webhook_next_runs(
-    webhook: dict[str, Any], info: Info, count: int | None = NEXT_RUNS.default
+    webhook: GraphQLObject, info: Info, count: int | None = NEXT_RUNS.default
 ) -> list[datetime]:
     ctx = info.context
     if count is None or not 0 <= count <= MAX_NEXT_RUNS:  # null is allowed by `Int = 5`
@@ -102,19 +103,17 @@ async def resolve_cron_webhook_next_runs(
 
 
 @query.field("changeWebhooks")
-async def resolve_change_webhooks(_: Any, info: Info) -> list[dict[str, Any]]:
+async def resolve_change_webhooks(_: Any, info: Info) -> list[GraphQLObject]:
     return await _webhooks(info.context, CHANGE)
 
 
 @query.field("changeWebhook")
-async def resolve_change_webhook(_: Any, info: Info, id: int) -> dict[str, Any] | None:
+async def resolve_change_webhook(_: Any, info: Info, id: int) -> GraphQLObject | None:
     return await _webhook(info.context, id, CHANGE)
 
 
 @mutation.field("createChangeWebhook")
-async def resolve_create_change_webhook(
-    _: Any, info: Info, input: dict[str, Any]
-) -> dict[str, Any]:
+async def resolve_create_change_webhook(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
     ctx = info.context
     webhook_id, secret = await run_command(
         lambda: ctx.commands.webhooks.create(input, ctx.admin, CHANGE)
@@ -123,22 +122,20 @@ async def resolve_create_change_webhook(
 
 
 @mutation.field("updateChangeWebhook")
-async def resolve_update_change_webhook(
-    _: Any, info: Info, input: dict[str, Any]
-) -> dict[str, Any]:
+async def resolve_update_change_webhook(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
     ctx = info.context
     webhook_id = await run_command(lambda: ctx.commands.webhooks.update(input, ctx.admin, CHANGE))
     return {"change_webhook": await live_webhook_row(ctx, webhook_id, CHANGE)}
 
 
 @mutation.field("deleteChangeWebhook")
-async def resolve_delete_change_webhook(_: Any, info: Info, id: int) -> dict[str, Any]:
+async def resolve_delete_change_webhook(_: Any, info: Info, id: int) -> GraphQLObject:
     ctx = info.context
     return {"id": await run_command(lambda: ctx.commands.webhooks.delete(id, ctx.admin, CHANGE))}
 
 
 @mutation.field("regenerateChangeWebhookSecret")
-async def resolve_regenerate_change_webhook_secret(_: Any, info: Info, id: int) -> dict[str, Any]:
+async def resolve_regenerate_change_webhook_secret(_: Any, info: Info, id: int) -> GraphQLObject:
     ctx = info.context
     secret = await run_command(
         lambda: ctx.commands.webhooks.regenerate_secret(id, ctx.admin, CHANGE)
