@@ -1,4 +1,5 @@
-"""Shared fixtures: a migrated template database, a fresh database and vhost per test.
+"""Shared fixtures: a migrated template database, a fresh database and vhost per test,
+and the services running on them (`system`).
 
 Everything talks to the real Postgres and RabbitMQ on 127.0.0.1. The template is
 migrated once per session; each test gets `CREATE DATABASE … TEMPLATE` (fast) and its own
@@ -10,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -24,6 +26,7 @@ from cronhooks_common.relay import OutboxRelay
 from cronhooks_common.settings import Settings
 from tests.support import asyncapi, rabbit
 from tests.support.agent import Agent
+from tests.support.system import System, marked_options, start_system
 
 PG_SERVER = os.environ.get("CRONHOOKS_TEST_PG", "postgresql://127.0.0.1:5432")
 SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
@@ -143,3 +146,36 @@ async def agent() -> AsyncIterator[Agent]:
 def clock() -> ManualClock:
     """A ManualClock at the real time, to the second (signatures stay verifiable)."""
     return ManualClock(datetime.now(UTC).replace(microsecond=0))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "system(services=..., start=..., settings={...}, open_webhook=False): how the "
+        "`system` fixture starts the services (tests/support/system.py)",
+    )
+
+
+@pytest.fixture
+async def make_system(
+    settings: Settings, clock: ManualClock, agent: Agent
+) -> AsyncIterator[Callable[..., Awaitable[System]]]:
+    """Starts the services with the options given (tests/support/system.py: start_system)
+    on the test's database, vhost, clock and agent; they stop when the test ends."""
+    async with AsyncExitStack() as stack:
+
+        async def make(**options: object) -> System:
+            return await stack.enter_async_context(
+                start_system(settings, clock, agent, **options)  # type: ignore[arg-type]
+            )
+
+        yield make
+
+
+@pytest.fixture
+async def system(
+    make_system: Callable[..., Awaitable[System]], request: pytest.FixtureRequest
+) -> System:
+    """The services running for this test, as the closest `@pytest.mark.system(...)`
+    says (all of them, the clock at the real time to the second, when none does)."""
+    return await make_system(**marked_options(request))

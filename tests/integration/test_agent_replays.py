@@ -6,29 +6,20 @@ the platform's retry (a fresh JWT) gets through."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
 from cronhooks_agent import FireVerifier, SqliteClaimStore
-from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.inprocess import Running, eventually
 from tests.support.sdk_agent import SdkAgent
+from tests.support.system import System
 
 CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
   accessToken agent { id } } }"""
-
-
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock]]:
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock
 
 
 def replica(r: Running, settings: Settings, store: Path, **kw: Any) -> SdkAgent:
@@ -80,13 +71,14 @@ async def replay(target: SdkAgent, request: dict[str, object]) -> int:
 
 
 async def test_a_replayed_fire_is_refused_and_never_runs_the_job_again(
-    system: tuple[Running, str, ManualClock], settings: Settings, tmp_path: Path
+    system: System, tmp_path: Path
 ) -> None:
-    r, admin, clock = system
-    one = await replica(r, settings, tmp_path / "claims.db").start()
-    two = await replica(r, settings, tmp_path / "claims.db").start()
+    one = await replica(system, system.settings, tmp_path / "claims.db").start()
+    two = await replica(system, system.settings, tmp_path / "claims.db").start()
     try:
-        await provision(r, await register(r, admin, one), "once", clock.now())
+        await provision(
+            system, await register(system, system.admin, one), "once", system.clock.now()
+        )
         await one.wait_runs(1)
         fire = one.requests[-1]
         assert await replay(one, fire) == 401  # this replica accepted that token already
@@ -101,20 +93,21 @@ async def test_a_replayed_fire_is_refused_and_never_runs_the_job_again(
 
 
 async def test_the_platforms_retry_is_a_fresh_token_and_gets_through(
-    system: tuple[Running, str, ManualClock], settings: Settings, tmp_path: Path
+    system: System, tmp_path: Path
 ) -> None:
-    r, admin, clock = system
     # Fire JWTs carry the platform clock's time and agents check them against theirs:
     # start a minute back, so that after the 60 s Retry-After both agree again.
-    clock.set(datetime.now(UTC) - timedelta(seconds=59))
+    system.clock.set(datetime.now(UTC) - timedelta(seconds=59))
     ready = asyncio.Event()
-    agent = replica(r, settings, tmp_path / "claims.db", ready=ready, ready_timeout=0.2)
+    agent = replica(system, system.settings, tmp_path / "claims.db", ready=ready, ready_timeout=0.2)
     await agent.start()
     try:
-        await provision(r, await register(r, admin, agent), "wake", clock.now())
+        await provision(
+            system, await register(system, system.admin, agent), "wake", system.clock.now()
+        )
         await eventually(lambda: _answered(agent, [503]))
         ready.set()
-        clock.advance(timedelta(seconds=60))  # the platform retries after Retry-After
+        system.clock.advance(timedelta(seconds=60))  # the platform retries after Retry-After
         await agent.wait_runs(1)
         first, second = (authorization(request) for request in agent.requests)
         assert first != second and agent.statuses == [503, 202]

@@ -27,12 +27,12 @@ from cronhooks_common.tail import START
 from tests.integration.test_admin_rebuild import TABLES, quiet, snapshot
 from tests.support.agent import Agent, Received
 from tests.support.flows import (
-    DELIVERY,
     create_webhook,
     finished,
     retry_due,
     trigger,
 )
+from tests.support.graphql import DELIVERY
 from tests.support.inprocess import Running, admin_token, eventually, running
 
 DAY = timedelta(days=1)

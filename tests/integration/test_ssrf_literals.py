@@ -6,7 +6,6 @@ a real loopback agent shows that nothing reached it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +20,7 @@ from cronhooks_dispatcher import sender
 from tests.support.agent import Agent
 from tests.support.flows import create_webhook, finished, trigger
 from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.system import System
 
 # Each one is a private address in a spelling the resolver accepts, with what it means.
 ODD_LITERALS = [
@@ -53,10 +53,7 @@ def strict(settings: Settings) -> Settings:
     return dataclasses.replace(settings, allow_private_targets=False)
 
 
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str]]:
-    async with running(strict(settings), ManualClock(now())) as r:
-        yield r, await admin_token(settings.database_url)
+pytestmark = pytest.mark.system(settings={"allow_private_targets": False})
 
 
 def refusal(body: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -67,43 +64,47 @@ def refusal(body: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
 @pytest.mark.parametrize(("host", "meaning"), ODD_LITERALS)
 async def test_create_paths_refuse_the_literal_naming_their_field(
-    system: tuple[Running, str], host: str, meaning: str
+    system: System, host: str, meaning: str
 ) -> None:
-    r, admin = system
     url = f"http://{host}:8080/hook"
-    _, body = await r.graphql(
-        admin, CREATE_WEBHOOK, {"i": {"url": url, "cronSchedule": "* * * * *"}}
+    _, body = await system.graphql(
+        system.admin, CREATE_WEBHOOK, {"i": {"url": url, "cronSchedule": "* * * * *"}}
     )
     extensions, message = refusal(body)
     assert extensions == {"code": "BAD_USER_INPUT", "field": "url"}
     assert meaning in message and "private targets are not allowed" in message
 
-    _, body = await r.graphql(admin, CREATE_AGENT, {"i": {"instanceId": "a", "callbackUrl": url}})
+    _, body = await system.graphql(
+        system.admin, CREATE_AGENT, {"i": {"instanceId": "a", "callbackUrl": url}}
+    )
     extensions, message = refusal(body)
     assert extensions == {"code": "BAD_USER_INPUT", "field": "callbackUrl"}
     assert meaning in message
 
     # An agent with a public callback cannot provision a fire to the literal either.
-    _, body = await r.graphql(
-        admin, CREATE_AGENT, {"i": {"instanceId": "b", "callbackUrl": "https://agent.example"}}
+    _, body = await system.graphql(
+        system.admin,
+        CREATE_AGENT,
+        {"i": {"instanceId": "b", "callbackUrl": "https://agent.example"}},
     )
     token = body["data"]["createAgent"]["accessToken"]
-    status, answer = await provision(r, token, {"job_id": "j", "agent_callback_url": url})
+    status, answer = await provision(system, token, {"job_id": "j", "agent_callback_url": url})
     assert status == 400 and answer["field"] == "agent_callback_url"
     assert meaning in answer["error"]
 
 
 async def test_public_literals_count_only_in_the_plain_spelling(
-    system: tuple[Running, str],
+    system: System,
 ) -> None:
-    r, admin = system
-    _, body = await r.graphql(
-        admin, CREATE_WEBHOOK, {"i": {"url": "http://8.8.8.8/", "cronSchedule": "* * * * *"}}
+    _, body = await system.graphql(
+        system.admin, CREATE_WEBHOOK, {"i": {"url": "http://8.8.8.8/", "cronSchedule": "* * * * *"}}
     )
     assert "errors" not in body, body
     # 134744072 is 8.8.8.8 too; refused with the spelling to use (see targets.py for why).
-    _, body = await r.graphql(
-        admin, CREATE_WEBHOOK, {"i": {"url": "http://134744072/", "cronSchedule": "* * * * *"}}
+    _, body = await system.graphql(
+        system.admin,
+        CREATE_WEBHOOK,
+        {"i": {"url": "http://134744072/", "cronSchedule": "* * * * *"}},
     )
     extensions, message = refusal(body)
     assert extensions == {"code": "BAD_USER_INPUT", "field": "url"}

@@ -1,46 +1,53 @@
-"""Helpers for tests that drive the running services over GraphQL."""
+"""Helpers for tests that drive the running services over GraphQL. `r` is anything with the
+`graphql` and `urls` of tests.support.inprocess.Running: a Running, or a System."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import asyncpg
 
 from cronhooks_common import db
+from tests.support.graphql import (
+    CREATE_AGENT,
+    CREATE_WEBHOOK,
+    DELIVERY,
+    TRIGGER_WEBHOOK,
+)
 from tests.support.inprocess import Running, eventually
 
-CREATE = """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
-  secret cronWebhook { id nextRunAt } } }"""
-DELIVERY = """query($id: Int!) { cronWebhookDelivery(id: $id) {
-  id status attempt trigger error responseStatus durationMs scheduledFor
-  attempts { attempt requestBody responseStatus responseBody errorMessage durationMs startedAt }
-} }"""
+if TYPE_CHECKING:
+    from tests.support.system import System
 
 
-async def create_webhook(r: Running, token: str, url: str, **fields: Any) -> tuple[int, str]:
+async def create_webhook(
+    r: Running | System, token: str, url: str, **fields: Any
+) -> tuple[int, str]:
+    """A cron webhook to `url` (yearly unless `cronSchedule` says otherwise): its id and
+    its secret."""
     _status, body = await r.graphql(
-        token, CREATE, {"input": {"url": url, "cronSchedule": "0 0 1 1 *", **fields}}
+        token, CREATE_WEBHOOK, {"input": {"url": url, "cronSchedule": "0 0 1 1 *", **fields}}
     )
     assert "errors" not in body, body
     payload = body["data"]["createCronWebhook"]
     return payload["cronWebhook"]["id"], payload["secret"]
 
 
-async def trigger(r: Running, token: str, webhook_id: int) -> int:
-    _, body = await r.graphql(
-        token, f"mutation {{ triggerCronWebhook(webhookId: {webhook_id}) {{ deliveryId }} }}"
-    )
+async def trigger(r: Running | System, token: str, webhook_id: int) -> int:
+    _, body = await r.graphql(token, TRIGGER_WEBHOOK, {"id": webhook_id})
     assert "errors" not in body, body
     return int(body["data"]["triggerCronWebhook"]["deliveryId"])
 
 
-async def delivery(r: Running, token: str, delivery_id: int) -> dict[str, Any]:
+async def delivery(r: Running | System, token: str, delivery_id: int) -> dict[str, Any]:
     _, body = await r.graphql(token, DELIVERY, {"id": delivery_id})
     return body["data"]["cronWebhookDelivery"]  # type: ignore[no-any-return]
 
 
-async def finished(r: Running, token: str, delivery_id: int, timeout: float = 15) -> dict[str, Any]:
+async def finished(
+    r: Running | System, token: str, delivery_id: int, timeout: float = 15
+) -> dict[str, Any]:
     """The delivery once it is no longer pending."""
 
     async def done() -> dict[str, Any] | None:
@@ -98,33 +105,42 @@ async def scheduler_applied(dsn: str, webhook_ids: list[int]) -> None:
     await eventually(check)
 
 
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id } } }"""
 AGENT_TRIGGERS = """query($id: Int!) { agentTriggers(agentId: $id) {
   jobId state lastOutcome lastError } }"""
 
 
+async def create_agent(
+    r: Running | System, admin: str, callback_url: str, instance: str = "inst", **fields: Any
+) -> tuple[str, int]:
+    """An agent (createAgent) of that callback URL: its access token and its id."""
+    status, body = await r.graphql(
+        admin,
+        CREATE_AGENT,
+        {"input": {"instanceId": instance, "callbackUrl": callback_url, **fields}},
+    )
+    assert status == 200 and "errors" not in body, body
+    created = body["data"]["createAgent"]
+    return created["accessToken"], int(created["agent"]["id"])
+
+
 async def provision_now(
-    r: Running, admin: str, callback_url: str, fire_at: str, instance: str = "inst"
+    r: Running | System, admin: str, callback_url: str, fire_at: str, instance: str = "inst"
 ) -> int:
     """An agent of that callback URL with one trigger, `j`, armed at `fire_at`; its id."""
-    _, body = await r.graphql(
-        admin, CREATE_AGENT, {"i": {"instanceId": instance, "callbackUrl": callback_url}}
-    )
-    created = body["data"]["createAgent"]
+    token, agent_id = await create_agent(r, admin, callback_url, instance)
     async with (
         aiohttp.ClientSession() as session,
         session.post(
             f"{r.urls['admin-api']}/api/agent-cron/provision",
             json={"job_id": "j", "fire_at": fire_at},
-            headers={"Authorization": f"Bearer {created['accessToken']}"},
+            headers={"Authorization": f"Bearer {token}"},
         ) as resp,
     ):
         assert resp.status == 200, await resp.text()
-    return int(created["agent"]["id"])
+    return agent_id
 
 
-async def trigger_ended(r: Running, admin: str, agent_id: int) -> dict[str, Any]:
+async def trigger_ended(r: Running | System, admin: str, agent_id: int) -> dict[str, Any]:
     """The agent's one trigger once it has left `armed`."""
 
     async def ended() -> dict[str, Any] | None:
