@@ -2,74 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from datetime import timedelta
-from typing import Any
 
-import asyncpg
 import pytest
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from cronhooks_common.clock import iso
-from tests.support import rabbit
 from tests.support.agent import Received
 from tests.support.flows import create_webhook, finished, retry_due, trigger
 from tests.support.inprocess import eventually
+from tests.support.projections import TABLES, quiet, rebuild, snapshot
 from tests.support.system import System
 
-TABLES = {
-    "admin.webhooks": "id",
-    "admin.deliveries": "id",
-    "admin.delivery_attempts": "delivery_id, attempt",
-    "admin.attempt_logs": "delivery_id, attempt",
-    "admin.notes": "path",
-    "admin.alerts": "id",
-}
 
-
-async def snapshot(dsn: str) -> dict[str, Any]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        out: dict[str, Any] = {
-            t: [dict(r) for r in await conn.fetch(f"select * from {t} order by {k}")]
-            for t, k in TABLES.items()
-        }
-        return out
-    finally:
-        await conn.close()
-
-
-async def quiet(dsn: str, vhost: str) -> None:
-    """Wait until every event is published, every consumer is drained and the admin
-    projector has applied the last event of the store."""
-
-    async def settled() -> bool:
-        conn = await asyncpg.connect(dsn)
-        try:
-            outbox = await conn.fetchval("select count(*) from eventstore.outbox")
-            caught_up = await conn.fetchval(
-                """select (c.txid, c.position) = (e.txid, e.position)
-                from admin.projection_checkpoints c,
-                     (select txid, position from eventstore.events
-                      order by txid desc, position desc limit 1) e
-                where c.name = 'live'"""
-            )
-        finally:
-            await conn.close()
-        queues = [
-            await rabbit.queue_depth(vhost, f"cronhooks.{q}")
-            for q in ("scheduler", "dispatcher", "importer")
-        ]
-        return outbox == 0 and bool(caught_up) and queues == [0, 0, 0]
-
-    await eventually(settled, timeout=30, interval=0.2)
-    await asyncio.sleep(1.0)
-
-
-async def test_rebuilt_read_models_equal_the_live_ones(system: System, vhost: str) -> None:
+async def test_rebuilt_read_models_equal_the_live_ones(system: System) -> None:
     since = system.clock.now()
     answers = iter([500, 200] + [200] * 50)
 
@@ -161,7 +108,7 @@ async def test_rebuilt_read_models_equal_the_live_ones(system: System, vhost: st
     await system.graphql(
         system.admin, f"mutation {{ regenerateCronWebhookSecret(id: {b}) {{ secret }} }}"
     )
-    await quiet(system.dsn, vhost)
+    await quiet(system.dsn, system.vhost)
 
     live = await snapshot(system.dsn)
     assert len(live["admin.webhooks"]) == 5 and len(live["admin.deliveries"]) == 15
@@ -181,19 +128,7 @@ async def test_rebuilt_read_models_equal_the_live_ones(system: System, vhost: st
     assert len(live["admin.notes"]) == 3
     retried = next(x for x in live["admin.deliveries"] if x["id"] == first)
     assert (retried["attempt"], retried["trigger"]) == (2, "manual")  # retries are attempts
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        "projections",
-        "rebuild",
-        env={**os.environ, **system.settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    assert out.decode().startswith("replayed ")
+    assert (await rebuild(system.settings)).startswith("replayed ")
     rebuilt = await snapshot(system.dsn)
     for table in TABLES:
         assert rebuilt[table] == live[table], table

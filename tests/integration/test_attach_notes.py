@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -27,6 +25,7 @@ from cronhooks_importer.rules import content_hash
 from tests.support.agent import Received
 from tests.support.flows import create_webhook, finished, retry_due, trigger
 from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.projections import quiet, rebuild, snapshot
 from tests.support.system import System
 
 PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
@@ -237,7 +236,6 @@ async def test_attach_notes_is_checked_like_read_patterns_and_round_trips(system
 
 
 async def test_attach_notes_read_model_equals_its_rebuild(settings: Settings, vhost: str) -> None:
-    from tests.integration.test_admin_rebuild import quiet, snapshot
 
     async with running(settings, ManualClock(datetime.now(UTC))) as r:
         token = await admin_token(settings.database_url)
@@ -250,16 +248,5 @@ async def test_attach_notes_read_model_equals_its_rebuild(settings: Settings, vh
         # (the snapshot's plain connection reads jsonb as text)
         attached = [json.loads(w["attach_notes"]) for w in live["admin.webhooks"]]
         assert attached == [["y/*", "z"], []]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        "projections",
-        "rebuild",
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
+    await rebuild(settings)
     assert (await snapshot(settings.database_url))["admin.webhooks"] == live["admin.webhooks"]

@@ -5,8 +5,6 @@ test lets it."""
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,6 +24,7 @@ from tests.support.flows import (
     trigger,
 )
 from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.projections import quiet, rebuild, snapshot
 
 HISTORY = """query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id) {
   id status trigger scheduledFor error queuedMs } }"""
@@ -383,7 +382,6 @@ async def test_rebuilt_read_models_keep_groups_and_waits(
     settings: Settings, agent: Agent, vhost: str
 ) -> None:
     """The new fields and the wait are projected from events alone: a rebuild equals."""
-    from tests.integration.test_admin_rebuild import quiet, snapshot
 
     start = minute_start()
     clock = ManualClock(start)
@@ -427,18 +425,7 @@ async def test_rebuilt_read_models_keep_groups_and_waits(
         live = await snapshot(settings.database_url)
         waits = sorted(d["queued_ms"] for d in live["admin.deliveries"] if d["queued_ms"])
         assert len(waits) == 2
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        "projections",
-        "rebuild",
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
+    await rebuild(settings)
     rebuilt = await snapshot(settings.database_url)
     for table in ("admin.webhooks", "admin.deliveries"):
         assert rebuilt[table] == live[table], table

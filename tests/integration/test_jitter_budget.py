@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -19,7 +17,6 @@ from cronhooks_common.jitter import jitter_offset
 from cronhooks_common.settings import Settings
 from cronhooks_scheduler.firing import fire_due
 from cronhooks_scheduler.loop import SchedulerLoop
-from tests.integration.test_admin_rebuild import quiet, snapshot
 from tests.support.agent import Agent, Received
 from tests.support.flows import (
     create_webhook,
@@ -29,6 +26,7 @@ from tests.support.flows import (
     trigger,
 )
 from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.projections import quiet, rebuild, snapshot
 
 HISTORY = """query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id, limit: 100) {
   id status trigger scheduledFor error attempt } }"""
@@ -578,18 +576,7 @@ async def test_rebuilt_read_models_keep_jitter_budget_and_budget_skips(
             7,
         )
         assert [d["error"] for d in live["admin.deliveries"]][-1] == "budget"
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "cronhooks_cli.cli",
-            "projections",
-            "rebuild",
-            env={**os.environ, **settings.to_env()},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        _, err = await proc.communicate()
-        assert proc.returncode == 0, err.decode()
+        await rebuild(settings)
         rebuilt = await snapshot(settings.database_url)
         for table in ("admin.webhooks", "admin.deliveries"):
             assert rebuilt[table] == live[table], table

@@ -4,9 +4,6 @@ unfinished delivery holds its bucket, 0 keeps forever, GraphQL works on pruned d
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,7 +21,6 @@ from cronhooks_common.live_tail import LiveTail
 from cronhooks_common.retention import RetentionJob
 from cronhooks_common.settings import Settings
 from cronhooks_common.tail import START
-from tests.integration.test_admin_rebuild import TABLES, quiet, snapshot
 from tests.support.agent import Agent, Received
 from tests.support.flows import (
     create_webhook,
@@ -34,6 +30,7 @@ from tests.support.flows import (
 )
 from tests.support.graphql import DELIVERY
 from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.projections import TABLES, quiet, rebuild, snapshot
 
 DAY = timedelta(days=1)
 NEVER_HERE = "0 0 29 2 *"  # no slot fires while these tests move the clock a month or so
@@ -157,18 +154,7 @@ async def test_old_deliveries_leave_every_table_and_a_rebuild_equals_what_is_kep
         assert [d["id"] for d in body["data"]["cronWebhookDeliveries"]] == [kept]
         await quiet(settings.database_url, vhost)
         live = await snapshot(settings.database_url)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        "projections",
-        "rebuild",
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
+    await rebuild(settings)
     rebuilt = await snapshot(settings.database_url)
     for table in TABLES:
         assert rebuilt[table] == live[table], table

@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -51,8 +52,12 @@ class System:
 
     @property
     def amqp_url(self) -> str:
-        """The test's own vhost."""
         return self.settings.amqp_url
+
+    @property
+    def vhost(self) -> str:
+        """The test's own RabbitMQ vhost."""
+        return unquote(urlsplit(self.settings.amqp_url).path.removeprefix("/"))
 
     @property
     def urls(self) -> dict[str, str]:
