@@ -21,9 +21,8 @@ from cronhooks_common.settings import Settings
 from tests.browser.test_web_page import browser
 from tests.support.agent import Agent
 from tests.support.flows import create_webhook
+from tests.support.graphql import PUSH_NOTES
 from tests.support.inprocess import admin_token, running
-
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename } }"""
 
 
 def drive(
@@ -118,7 +117,7 @@ async def test_create_see_run_and_pause_a_change_webhook(settings: Settings) -> 
                 """A note write by the admin (from the browser's thread)."""
                 update = {"path": path, "content": "# Post"}
                 asyncio.run_coroutine_threadsafe(
-                    r.graphql(token, PUSH, {"input": {"updates": [update]}}), loop
+                    r.graphql(token, PUSH_NOTES, {"input": {"updates": [update]}}), loop
                 ).result(timeout=20)
 
             ARTIFACTS.mkdir(exist_ok=True)

@@ -36,11 +36,9 @@ from cronhooks_common.settings import Settings
 from tests.browser.test_pages_under_csp import console, offline_browser, problems
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, finished, retry_due, trigger
+from tests.support.graphql import CREATE_AGENT
 from tests.support.inprocess import Running, admin_token, eventually, running, window_start
 from tests.support.processes import ARTIFACTS
-
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id } } }"""
 
 Later = Callable[[Callable[[], Awaitable[Any]]], Any]
 
@@ -116,9 +114,7 @@ def drive(base: str, token: str, ids: dict[str, int], later: Later) -> dict[str,
         details = manual.find_element(By.XPATH, "following-sibling::tr[1]")
         wait.until(ec.visibility_of(details))
         later(lambda: ids["run"]())
-        wait.until(
-            lambda d: rows_of(d, '#deliveries tr.delivery[data-status="success"]') == 3
-        )
+        wait.until(lambda d: rows_of(d, '#deliveries tr.delivery[data-status="success"]') == 3)
         try:
             seen["still_open"] = details.is_displayed()  # the very same element: not redrawn
             seen["manual_row"] = manual.text
@@ -285,7 +281,7 @@ async def history_to_show(
     _, body = await r.graphql(
         token,
         CREATE_AGENT,
-        {"i": {"instanceId": "digest-agent", "callbackUrl": agent.url, "description": "demo"}},
+        {"input": {"instanceId": "digest-agent", "callbackUrl": agent.url, "description": "demo"}},
     )
     access = body["data"]["createAgent"]["accessToken"]
     async with (

@@ -13,6 +13,7 @@ from standardwebhooks.webhooks import Webhook
 
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent
+from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.processes import SERVICES, cluster
 
 pytestmark = pytest.mark.e2e
@@ -32,12 +33,10 @@ async def test_create_and_trigger_over_graphql_reaches_the_agent(settings: Setti
                         assert r.status == 200
                         assert "cronhooks_relay_leader" in await r.text()
 
-            token = (await c.cli("admin", "create-token", "--name", "e2e")).strip().splitlines()[-1]
+            token = await c.admin_token("e2e")
             created = await c.graphql(
                 token,
-                """
-                mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
-                  secret cronWebhook { id nextRunAt } } }""",
+                CREATE_WEBHOOK,
                 {
                     "input": {
                         "url": agent.url,

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from cronhooks_common import json_input
 from tests.support.agent import Received
 from tests.support.flows import create_webhook, trigger
+from tests.support.graphql import DELIVERY
 from tests.support.inprocess import eventually
 from tests.support.system import System
 
@@ -86,10 +87,6 @@ retry_after = st.one_of(
 )
 status = st.sampled_from([200, 201, 202, 204, 299, 400, 404, 410, 429, 500, 503, 599])
 HOUR = timedelta(hours=1)
-
-
-DELIVERY = """query($id: Int!) { cronWebhookDelivery(id: $id) {
-  status error nextAttemptAt attempts { responseStatus errorMessage } } }"""
 
 
 @FUZZ

@@ -21,6 +21,7 @@ from cronhooks_common.settings import Settings
 from cronhooks_common.tokens import ApiTokens
 from tests.support.agent import Received
 from tests.support.flows import create_webhook, finished, trigger
+from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.inprocess import Running
 from tests.support.system import System
 from tests.support.token_api import OPEN_WEBHOOK
@@ -164,8 +165,7 @@ async def test_graphql_create_never_crashes_and_never_half_writes(
     status, body = await post_graphql(
         system,
         system.admin,
-        """mutation($input: CreateCronWebhookInput!) {
-        createCronWebhook(input: $input) { secret cronWebhook { id } } }""",
+        CREATE_WEBHOOK,
         {"input": payload},
     )
     no_crash(status, body)

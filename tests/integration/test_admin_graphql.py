@@ -10,19 +10,10 @@ import asyncpg
 import pytest
 import structlog
 
+from tests.support.graphql import CREATE_WEBHOOK_IN_FULL
 from tests.support.system import System
 
 T0 = datetime(2026, 2, 9, 9, 2, 30, tzinfo=UTC)
-
-CREATE = """
-mutation($input: CreateCronWebhookInput!) {
-  createCronWebhook(input: $input) {
-    secret
-    cronWebhook { id url cronSchedule timezone hasSecret enabled nextRunAt nextRuns(count: 3)
-                  readPatterns writePatterns timeoutSeconds maxRetries maxDepth
-                  concurrencyPolicy catchUpPolicy misfireGraceSeconds consecutiveFailures }
-  }
-}"""
 
 
 pytestmark = pytest.mark.system(services=("admin-api",), start=T0)
@@ -53,7 +44,9 @@ async def test_missing_or_unknown_token_is_unauthenticated(system: System) -> No
 
 
 async def test_create_returns_secret_once_and_computes_next_run(system: System) -> None:
-    status, body = await system.graphql(system.admin, CREATE, {"input": webhook_input()})
+    status, body = await system.graphql(
+        system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input()}
+    )
     assert status == 200, body
     payload = body["data"]["createCronWebhook"]
     hook = payload["cronWebhook"]
@@ -95,7 +88,9 @@ async def test_create_returns_secret_once_and_computes_next_run(system: System) 
 )
 async def test_bad_input_names_the_field_and_changes_nothing(system: System, over, field) -> None:  # type: ignore[no-untyped-def]
     before = await event_count(system.dsn)
-    _, body = await system.graphql(system.admin, CREATE, {"input": webhook_input(**over)})
+    _, body = await system.graphql(
+        system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input(**over)}
+    )
     error = body["errors"][0]
     assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": field}
     assert field in error["message"]
@@ -105,7 +100,9 @@ async def test_bad_input_names_the_field_and_changes_nothing(system: System, ove
 async def test_idempotency_key_returns_the_first_result(system: System) -> None:
     results = await asyncio.gather(
         *(
-            system.graphql(system.admin, CREATE, {"input": webhook_input(idempotencyKey="k-1")})
+            system.graphql(
+                system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input(idempotencyKey="k-1")}
+            )
             for _ in range(5)
         )
     )
@@ -134,18 +131,18 @@ async def test_a_replayed_idempotency_key_never_reveals_a_secret_again(
 ) -> None:  # type: ignore[no-untyped-def]
     """CONTRACT §15: a replay answers the first result only while it is still true."""
     _, first = await system.graphql(
-        system.admin, CREATE, {"input": webhook_input(idempotencyKey="k-2")}
+        system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input(idempotencyKey="k-2")}
     )
     created = first["data"]["createCronWebhook"]
     hook_id = created["cronWebhook"]["id"]
     _, again = await system.graphql(
-        system.admin, CREATE, {"input": webhook_input(idempotencyKey="k-2")}
+        system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input(idempotencyKey="k-2")}
     )
     assert again["data"]["createCronWebhook"]["secret"] == created["secret"]  # still true
     _, body = await system.graphql(system.admin, then.replace("ID", str(hook_id)))
     assert "errors" not in body, body
     _, replay = await system.graphql(
-        system.admin, CREATE, {"input": webhook_input(idempotencyKey="k-2")}
+        system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input(idempotencyKey="k-2")}
     )
     assert replay["data"] is None or replay["data"].get("createCronWebhook") is None
     assert replay["errors"][0]["extensions"]["code"] == code
@@ -157,23 +154,23 @@ async def test_a_replayed_idempotency_key_never_reveals_a_secret_again(
 
 async def test_an_idempotency_key_is_kept_24_hours(system: System) -> None:
     _, first = await system.graphql(
-        system.admin, CREATE, {"input": webhook_input(idempotencyKey="k-3")}
+        system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input(idempotencyKey="k-3")}
     )
     system.clock.advance(timedelta(hours=23, minutes=59))
     _, again = await system.graphql(
-        system.admin, CREATE, {"input": webhook_input(idempotencyKey="k-3")}
+        system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input(idempotencyKey="k-3")}
     )
     first_id = first["data"]["createCronWebhook"]["cronWebhook"]["id"]
     assert again["data"]["createCronWebhook"]["cronWebhook"]["id"] == first_id
     system.clock.advance(timedelta(minutes=2))
     _, later = await system.graphql(
-        system.admin, CREATE, {"input": webhook_input(idempotencyKey="k-3")}
+        system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input(idempotencyKey="k-3")}
     )
     assert later["data"]["createCronWebhook"]["cronWebhook"]["id"] != first_id
 
 
 async def test_update_pause_resume_delete(system: System) -> None:
-    _, body = await system.graphql(system.admin, CREATE, {"input": webhook_input()})
+    _, body = await system.graphql(system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input()})
     hook_id = body["data"]["createCronWebhook"]["cronWebhook"]["id"]
     update = """mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) {
         cronWebhook { cronSchedule timezone enabled nextRunAt } } }"""
@@ -235,7 +232,7 @@ async def test_unknown_ids_are_not_found(system: System) -> None:
 
 
 async def test_regenerate_secret_returns_a_new_one(system: System) -> None:
-    _, body = await system.graphql(system.admin, CREATE, {"input": webhook_input()})
+    _, body = await system.graphql(system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input()})
     first = body["data"]["createCronWebhook"]
     _, body = await system.graphql(
         system.admin,
@@ -299,7 +296,7 @@ async def test_every_operation_needs_a_token(system: System, operation: str) -> 
 async def test_update_validation_names_the_field_and_changes_nothing(
     system: System, fields, field
 ) -> None:  # type: ignore[no-untyped-def]
-    _, body = await system.graphql(system.admin, CREATE, {"input": webhook_input()})
+    _, body = await system.graphql(system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input()})
     hook = body["data"]["createCronWebhook"]["cronWebhook"]
     before = await event_count(system.dsn)
     _, body = await system.graphql(
@@ -324,7 +321,9 @@ async def test_update_validation_names_the_field_and_changes_nothing(
 async def test_create_with_a_value_graphql_refuses_names_the_field(
     system: System, fields, field
 ) -> None:  # type: ignore[no-untyped-def]
-    _, body = await system.graphql(system.admin, CREATE, {"input": webhook_input(**fields)})
+    _, body = await system.graphql(
+        system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input(**fields)}
+    )
     assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "field": field}
     assert await event_count(system.dsn) == 0
 
@@ -351,7 +350,9 @@ async def test_inline_literals_graphql_refuses_name_the_field(
 
 
 async def test_missing_required_input_and_arguments_name_the_field(system: System) -> None:
-    _, body = await system.graphql(system.admin, CREATE, {"input": {"url": "https://a.example/"}})
+    _, body = await system.graphql(
+        system.admin, CREATE_WEBHOOK_IN_FULL, {"input": {"url": "https://a.example/"}}
+    )
     assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "field": "cronSchedule"}
     _, body = await system.graphql(system.admin, "{ cronWebhook { id } }")
     assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "field": "id"}
@@ -413,7 +414,7 @@ async def test_introspection_and_the_explorer_page(system: System) -> None:
 
 
 async def test_mutations_record_the_acting_admin(system: System) -> None:
-    _, body = await system.graphql(system.admin, CREATE, {"input": webhook_input()})
+    _, body = await system.graphql(system.admin, CREATE_WEBHOOK_IN_FULL, {"input": webhook_input()})
     hook_id = body["data"]["createCronWebhook"]["cronWebhook"]["id"]
     await system.graphql(system.admin, f"mutation {{ deleteCronWebhook(id: {hook_id}) {{ id }} }}")
     conn = await asyncpg.connect(system.dsn)

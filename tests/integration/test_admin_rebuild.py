@@ -10,7 +10,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from cronhooks_common.clock import iso
 from tests.support.agent import Received
-from tests.support.flows import create_webhook, finished, retry_due, trigger
+from tests.support.flows import create_change_webhook, create_webhook, finished, retry_due, trigger
 from tests.support.inprocess import eventually
 from tests.support.projections import TABLES, quiet, rebuild, snapshot
 from tests.support.system import System
@@ -50,19 +50,13 @@ async def test_rebuilt_read_models_equal_the_live_ones(system: System) -> None:
         system, system.admin, system.agent.url_for("gone", lambda *_: _gone())
     )
     # A change webhook (CONTRACT §11) fired by the writer's notes (written at depth 1).
-    _, body = await system.graphql(
+    d, _ = await create_change_webhook(
+        system,
         system.admin,
-        """mutation($input: CreateChangeWebhookInput!) { createChangeWebhook(input: $input) {
-        changeWebhook { id } } }""",
-        {
-            "input": {
-                "url": system.agent.url_for("changes", _fail),
-                "includePatterns": ["digests/*"],
-                "maxDepth": 2,
-            }
-        },
+        system.agent.url_for("changes", _fail),
+        includePatterns=["digests/*"],
+        maxDepth=2,
     )
-    d = body["data"]["createChangeWebhook"]["changeWebhook"]["id"]
     await system.graphql(
         system.admin,
         """mutation($id: Int!) { updateChangeWebhook(input: {id: $id, onRemove: false,

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,12 +24,12 @@ from cronhooks_common.crypto import SecretBox
 from cronhooks_common.keys import active_key, published_jwks
 from cronhooks_common.settings import Settings
 from cronhooks_dispatcher.fire import FireCaller
+from tests.support.graphql import CREATE_AGENT
 from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.processes import cli_ok
 from tests.support.sdk_agent import SdkAgent
 from tests.support.system import System
 
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id instanceId callbackUrl } } }"""
 # What NousResearch hermes' Chronos verifier accepts: no EdDSA, hence RS256 by default.
 HERMES_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384"]
 
@@ -59,7 +57,7 @@ async def make_agent(
         verifier=verifier, store=SqliteClaimStore(tmp / f"{instance}.db"), **kw
     ).start()
     _, body = await r.graphql(
-        admin, CREATE_AGENT, {"i": {"instanceId": instance, "callbackUrl": agent.url}}
+        admin, CREATE_AGENT, {"input": {"instanceId": instance, "callbackUrl": agent.url}}
     )
     created = body["data"]["createAgent"]
     return agent, created["accessToken"], created["agent"]["id"]
@@ -566,21 +564,6 @@ async def test_a_key_of_another_algorithm_is_replaced_once_and_stays_published(
             await c.close()
 
 
-async def run_cli(settings: Settings, *args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        *args,
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
-
-
 @pytest.mark.parametrize("fire_algorithm", ["RS256", "ES256", "EdDSA"])
 async def test_keys_rotate_keeps_the_retired_key_and_new_fires_use_the_new_kid(
     settings: Settings, tmp_path: Path, fire_algorithm: str
@@ -600,7 +583,7 @@ async def test_keys_rotate_keeps_the_retired_key_and_new_fires_use_the_new_kid(
         before = await fire_now(r, early_token, early, clock, "before")
         old_kid = jwt.get_unverified_header(before)["kid"]
 
-        out = await run_cli(settings, "keys", "rotate")
+        out = await cli_ok(settings, "keys", "rotate")
         assert f"retired key {old_kid}; signing now with" in out and fire_algorithm in out
         keys = {k["kid"]: k for k in await jwks(r)}
         [new_kid] = keys.keys() - {old_kid}
@@ -775,7 +758,7 @@ async def test_revoked_tokens_are_invalid_client_and_unknown_ones_401(
 async def test_create_agent_input_errors_name_the_graphql_field(
     system: System, fields: dict[str, str], field: str
 ) -> None:
-    _, body = await system.graphql(system.admin, CREATE_AGENT, {"i": fields})
+    _, body = await system.graphql(system.admin, CREATE_AGENT, {"input": fields})
     [error] = body["errors"]
     assert error["extensions"]["code"] == "BAD_USER_INPUT", error
     assert error["extensions"]["field"] == field, error

@@ -19,6 +19,7 @@ from cronhooks_common.settings import Settings
 from cronhooks_importer.rules import content_hash
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, events_of, finished, trigger
+from tests.support.graphql import COMMIT_NOTES, HIDE_NOTES, PUSH_NOTES
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.system import System
 from tests.support.token_api import NOW, agent_graphql, call, mint, open_webhook, push
@@ -36,16 +37,6 @@ async def note_events(dsn: str, path: str) -> list[dict[str, Any]]:
     return [e["data"] for e in await events_of(dsn, f"note-{path}")]
 
 
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) {
-  __typename
-  ... on PushNotesPayload { notes { id path contentHash version assets { id path } } }
-  ... on ErrorPayload { message errors { path error } } } }"""
-COMMIT = """mutation { commitNotes { __typename
-  ... on CommitNotesPayload { success }
-  ... on ErrorPayload { message errors { path error } } } }"""
-HIDE = """mutation($paths: [String!]!) { hideNotes(input: {paths: $paths}) { __typename
-  ... on HideNotesPayload { paths }
-  ... on ErrorPayload { message errors { path error } } } }"""
 NOTE = """query($path: String!) { note(path: $path) {
   path content contentHash version depth updatedAt } }"""
 PATHS = """query($pattern: String) { notePaths(pattern: $pattern) {
@@ -58,7 +49,7 @@ async def gql_push(
     variables: dict[str, Any] = {"input": {"updates": updates}}
     if skip_commit is not None:
         variables["input"]["skipCommit"] = skip_commit
-    status, body = await agent_graphql(r, token, PUSH, variables)
+    status, body = await agent_graphql(r, token, PUSH_NOTES, variables)
     assert status == 200 and "errors" not in body, body
     return body["data"]["pushNotes"]  # type: ignore[no-any-return]
 
@@ -311,7 +302,7 @@ async def test_skip_commit_stages_invisibly_and_commit_applies_one_batch(system:
     assert body["data"] in ({"note": None, "n": None}, {"note": {"content": "old"}, "n": None})
     # Another token (another delivery) commits nothing of ours.
     other = mint(system.settings)
-    _, body = await agent_graphql(system, other, COMMIT)
+    _, body = await agent_graphql(system, other, COMMIT_NOTES)
     assert body["data"]["commitNotes"] == {"__typename": "CommitNotesPayload", "success": True}
     assert (await call(system, "GET", "/api/notes/s/new.md", token))[0] == 404
     # Staging again replaces a path's staged update.
@@ -319,7 +310,7 @@ async def test_skip_commit_stages_invisibly_and_commit_applies_one_batch(system:
         system, token, [{"path": "s/new.md", "content": "N2", "expectedHash": ""}], skip_commit=True
     )
 
-    _, body = await agent_graphql(system, token, COMMIT)
+    _, body = await agent_graphql(system, token, COMMIT_NOTES)
     assert body["data"]["commitNotes"] == {"__typename": "CommitNotesPayload", "success": True}
     _, note = await call(system, "GET", "/api/notes/s/new.md", token)
     assert note["content"] == "N2" and note["version"] == 1
@@ -331,7 +322,7 @@ async def test_skip_commit_stages_invisibly_and_commit_applies_one_batch(system:
     )
     assert new[-1]["batch_id"] == existing[-1]["batch_id"]  # one atomic batch
     # Nothing left staged: committing again writes nothing.
-    _, body = await agent_graphql(system, token, COMMIT)
+    _, body = await agent_graphql(system, token, COMMIT_NOTES)
     assert body["data"]["commitNotes"]["success"] is True
     assert len(await note_events(system.dsn, "s/new.md")) == 1
 
@@ -351,7 +342,7 @@ async def test_a_commit_with_a_conflict_writes_nothing_and_keeps_the_staged_upda
         skip_commit=True,
     )
     await push(system, mint(system.settings), {"path": "c/a.md", "content": "someone else"})
-    _, body = await agent_graphql(system, token, COMMIT)
+    _, body = await agent_graphql(system, token, COMMIT_NOTES)
     payload = body["data"]["commitNotes"]
     assert payload["__typename"] == "ErrorPayload"
     assert [e["path"] for e in payload["errors"]] == ["c/a.md"]
@@ -364,7 +355,7 @@ async def test_a_commit_with_a_conflict_writes_nothing_and_keeps_the_staged_upda
         [{"path": "c/a.md", "content": "2", "expectedHash": current["content_hash"]}],
         skip_commit=True,
     )
-    _, body = await agent_graphql(system, token, COMMIT)
+    _, body = await agent_graphql(system, token, COMMIT_NOTES)
     assert body["data"]["commitNotes"]["__typename"] == "CommitNotesPayload"
     assert (await call(system, "GET", "/api/notes/c/b.md", token))[0] == 200
 
@@ -378,7 +369,7 @@ async def test_staged_updates_survive_a_restart_and_expire_with_the_token(
         await open_webhook(r, await admin_token(settings.database_url))
         await gql_push(r, token, [{"path": "r/a.md", "content": "kept"}], skip_commit=True)
     async with running(settings, clock, ("importer",)) as r:  # a new importer process
-        _, body = await agent_graphql(r, token, COMMIT)
+        _, body = await agent_graphql(r, token, COMMIT_NOTES)
         assert body["data"]["commitNotes"]["success"] is True
         _, note = await call(r, "GET", "/api/notes/r/a.md", token)
         assert note["content"] == "kept"
@@ -387,7 +378,7 @@ async def test_staged_updates_survive_a_restart_and_expire_with_the_token(
         short = mint(settings, ttl=60)
         await gql_push(r, short, [{"path": "r/late.md", "content": "x"}], skip_commit=True)
         clock.advance(timedelta(seconds=61))
-        status, _ = await agent_graphql(r, short, COMMIT)
+        status, _ = await agent_graphql(r, short, COMMIT_NOTES)
         assert status == 401
         fresh = mint(settings, now=clock.now())
         await gql_push(r, fresh, [{"path": "r/other.md", "content": "y"}], skip_commit=True)
@@ -404,12 +395,12 @@ async def test_hide_notes_is_atomic(system: System) -> None:
     await push(
         system, token, {"path": "h/a.md", "content": "a"}, {"path": "h/b.md", "content": "b"}
     )
-    _, body = await agent_graphql(system, token, HIDE, {"paths": ["h/a.md", "h/missing.md"]})
+    _, body = await agent_graphql(system, token, HIDE_NOTES, {"paths": ["h/a.md", "h/missing.md"]})
     payload = body["data"]["hideNotes"]
     assert payload["__typename"] == "ErrorPayload"
     assert payload["errors"] == [{"path": "h/missing.md", "error": "note does not exist"}]
     assert (await call(system, "GET", "/api/notes/h/a.md", token))[0] == 200
-    _, body = await agent_graphql(system, token, HIDE, {"paths": ["h/b.md", "h/a.md"]})
+    _, body = await agent_graphql(system, token, HIDE_NOTES, {"paths": ["h/b.md", "h/a.md"]})
     assert body["data"]["hideNotes"] == {
         "__typename": "HideNotesPayload",
         "paths": ["h/b.md", "h/a.md"],
@@ -437,7 +428,7 @@ async def test_graphql_errors_401_and_bad_arguments(system: System) -> None:
     _, body = await agent_graphql(system, token, NOTE, {"path": "/abs"})
     assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "field": "path"}
     _, body = await agent_graphql(
-        system, token, PUSH, {"input": {"updates": [{"path": "a", "content": 5}]}}
+        system, token, PUSH_NOTES, {"input": {"updates": [{"path": "a", "content": 5}]}}
     )
     assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "field": "content"}
     assert not body.get("data")

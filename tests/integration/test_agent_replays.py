@@ -14,12 +14,10 @@ import aiohttp
 
 from cronhooks_agent import FireVerifier, SqliteClaimStore
 from cronhooks_common.settings import Settings
+from tests.support.graphql import CREATE_AGENT
 from tests.support.inprocess import Running, eventually
 from tests.support.sdk_agent import SdkAgent
 from tests.support.system import System
-
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id } } }"""
 
 
 def replica(r: Running, settings: Settings, store: Path, **kw: Any) -> SdkAgent:
@@ -34,7 +32,7 @@ def replica(r: Running, settings: Settings, store: Path, **kw: Any) -> SdkAgent:
 
 async def register(r: Running, admin: str, agent: SdkAgent) -> str:
     _, body = await r.graphql(
-        admin, CREATE_AGENT, {"i": {"instanceId": "replays", "callbackUrl": agent.url}}
+        admin, CREATE_AGENT, {"input": {"instanceId": "replays", "callbackUrl": agent.url}}
     )
     return str(body["data"]["createAgent"]["accessToken"])
 

@@ -14,11 +14,9 @@ import structlog
 from cronhooks_agent import AgentScheduler, CronClient, FireVerifier, Job, SqliteClaimStore
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
+from tests.support.graphql import CREATE_AGENT
 from tests.support.inprocess import admin_token, eventually, running
 from tests.support.sdk_agent import SdkAgent
-
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id } } }"""
 
 
 async def test_recurring_and_repeat_jobs_rearm_and_stop(settings: Settings, tmp_path: Path) -> None:
@@ -41,7 +39,7 @@ async def test_recurring_and_repeat_jobs_rearm_and_stop(settings: Settings, tmp_
         agent = SdkAgent(verifier=verifier, store=SqliteClaimStore(tmp_path / "c.db"))
         await agent.start()
         _, body = await r.graphql(
-            admin, CREATE_AGENT, {"i": {"instanceId": "sched", "callbackUrl": agent.url}}
+            admin, CREATE_AGENT, {"input": {"instanceId": "sched", "callbackUrl": agent.url}}
         )
         token = body["data"]["createAgent"]["accessToken"]
         scheduler = AgentScheduler(CronClient(r.urls["admin-api"], token), agent.url, now=clock.now)
@@ -83,7 +81,9 @@ async def test_a_refused_token_falls_back_to_a_local_ticker_once(
     async with running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)) as r:
         admin = await admin_token(settings.database_url)
         _, body = await r.graphql(
-            admin, CREATE_AGENT, {"i": {"instanceId": "gone", "callbackUrl": "http://127.0.0.1:9/"}}
+            admin,
+            CREATE_AGENT,
+            {"input": {"instanceId": "gone", "callbackUrl": "http://127.0.0.1:9/"}},
         )
         token, agent_id = (
             body["data"]["createAgent"]["accessToken"],

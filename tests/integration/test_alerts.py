@@ -24,12 +24,9 @@ from cronhooks_common.settings import Settings
 from cronhooks_common.signing import generate_secret
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, events_of, finished, trigger
-from tests.support.graphql import ALERTS
+from tests.support.graphql import ALERTS, UPDATE_WEBHOOK
 from tests.support.inprocess import admin_token, eventually, running
 from tests.support.system import System
-
-UPDATE = """mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) {
-  cronWebhook { enabled } } }"""
 
 
 @dataclass
@@ -186,7 +183,9 @@ async def test_disabling_reenabling_gone_and_deleting(system: System, sink: Sink
     await open_alert(system, id=first, disabled=True, consecutiveFailures=5)
 
     # Re-enabling starts the count again, so the alert is resolved.
-    _, body = await system.graphql(system.admin, UPDATE, {"input": {"id": hook, "enabled": True}})
+    _, body = await system.graphql(
+        system.admin, UPDATE_WEBHOOK, {"input": {"id": hook, "enabled": True}}
+    )
     assert body["data"]["updateCronWebhook"]["cronWebhook"]["enabled"] is True
     posts = await sink.agent.wait_for(3, name="alerts")
     assert posts[2].headers["webhook-id"] == f"alert-{first}-resolved"

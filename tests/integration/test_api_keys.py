@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from tests.support.flows import events_of
+from tests.support.graphql import COMMIT_NOTES, HIDE_NOTES, PUSH_NOTES
 from tests.support.inprocess import Running
 from tests.support.system import System
 from tests.support.token_api import NOW, call, mint, open_webhook
@@ -20,9 +21,6 @@ CREATE = """mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) {
 REVOKE = """mutation($id: Int!) { revokeApiKey(id: $id) {
   apiKey { id name revokedAt } } }"""
 LIST = "{ apiKeys { id name skipWebhooks createdAt revokedAt } }"
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
-  ... on PushNotesPayload { notes { path version } }
-  ... on ErrorPayload { message errors { path error } } } }"""
 
 
 pytestmark = pytest.mark.system(start=NOW)
@@ -77,7 +75,7 @@ async def test_a_key_reads_and_writes_every_path_at_depth_0_over_rest_and_graphq
         "POST",
         "/graphql",
         {
-            "query": PUSH,
+            "query": PUSH_NOTES,
             "variables": {"input": {"updates": [{"path": "x/y/z.md", "content": "a"}]}},
         },
     )
@@ -161,21 +159,12 @@ async def test_a_bad_name_is_refused_naming_the_field_and_creates_nothing(
 
 # --- admin note writes (CONTRACT §8): the importer's code path, at depth 0 ----------------
 
-ADMIN_PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
-  ... on PushNotesPayload { notes { id path contentHash version assets { id } } }
-  ... on ErrorPayload { message errors { path error } } } }"""
-ADMIN_HIDE = """mutation($paths: [String!]!) { hideNotes(input: {paths: $paths}) { __typename
-  ... on HideNotesPayload { paths }
-  ... on ErrorPayload { message errors { path error } } } }"""
-ADMIN_COMMIT = """mutation { commitNotes { __typename
-  ... on CommitNotesPayload { success }
-  ... on ErrorPayload { message errors { path error } } } }"""
 NOTE = "query($path: String!) { note(path: $path) { content version depth updatedBy } }"
 
 
 async def test_an_admin_writes_and_hides_notes_at_depth_0_under_its_name(system: System) -> None:
     update = {"path": "blog/post.md", "content": "# Post"}
-    status, body = await system.graphql(system.admin, ADMIN_PUSH, {"input": {"updates": [update]}})
+    status, body = await system.graphql(system.admin, PUSH_NOTES, {"input": {"updates": [update]}})
     assert status == 200 and "errors" not in body, body
     pushed = body["data"]["pushNotes"]
     assert pushed["__typename"] == "PushNotesPayload"
@@ -190,7 +179,7 @@ async def test_an_admin_writes_and_hides_notes_at_depth_0_under_its_name(system:
 
     # A stale hash is the agent API's ErrorPayload; nothing is written.
     stale = {**update, "content": "x", "expectedHash": ""}
-    status, body = await system.graphql(system.admin, ADMIN_PUSH, {"input": {"updates": [stale]}})
+    status, body = await system.graphql(system.admin, PUSH_NOTES, {"input": {"updates": [stale]}})
     refused = body["data"]["pushNotes"]
     assert (
         refused["__typename"] == "ErrorPayload" and refused["errors"][0]["path"] == "blog/post.md"
@@ -199,19 +188,19 @@ async def test_an_admin_writes_and_hides_notes_at_depth_0_under_its_name(system:
     # Staged, invisible, then committed as one batch.
     staged = {"path": "drafts/a.md", "content": "draft"}
     status, body = await system.graphql(
-        system.admin, ADMIN_PUSH, {"input": {"updates": [staged], "skipCommit": True}}
+        system.admin, PUSH_NOTES, {"input": {"updates": [staged], "skipCommit": True}}
     )
     assert body["data"]["pushNotes"]["notes"][0]["version"] == 0
     assert (await system.graphql(system.admin, NOTE, {"path": "drafts/a.md"}))[1]["data"][
         "note"
     ] is None
-    status, body = await system.graphql(system.admin, ADMIN_COMMIT)
+    status, body = await system.graphql(system.admin, COMMIT_NOTES)
     assert body["data"]["commitNotes"] == {"__typename": "CommitNotesPayload", "success": True}
     assert (await system.graphql(system.admin, NOTE, {"path": "drafts/a.md"}))[1]["data"]["note"][
         "version"
     ] == 1
 
-    status, body = await system.graphql(system.admin, ADMIN_HIDE, {"paths": ["blog/post.md"]})
+    status, body = await system.graphql(system.admin, HIDE_NOTES, {"paths": ["blog/post.md"]})
     assert body["data"]["hideNotes"] == {
         "__typename": "HideNotesPayload",
         "paths": ["blog/post.md"],
@@ -219,7 +208,7 @@ async def test_an_admin_writes_and_hides_notes_at_depth_0_under_its_name(system:
     assert (await system.graphql(system.admin, NOTE, {"path": "blog/post.md"}))[1]["data"][
         "note"
     ] is None
-    status, body = await system.graphql(system.admin, ADMIN_HIDE, {"paths": ["../etc/passwd"]})
+    status, body = await system.graphql(system.admin, HIDE_NOTES, {"paths": ["../etc/passwd"]})
     assert body["data"]["hideNotes"]["__typename"] == "ErrorPayload"
 
 

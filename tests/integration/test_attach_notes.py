@@ -24,14 +24,11 @@ from cronhooks_dispatcher.context_notes import (
 from cronhooks_importer.rules import content_hash
 from tests.support.agent import Received
 from tests.support.flows import create_webhook, finished, retry_due, trigger
+from tests.support.graphql import CREATE_WEBHOOK, HIDE_NOTES, PUSH_NOTES
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.projections import quiet, rebuild, snapshot
 from tests.support.system import System
 
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
-  ... on ErrorPayload { message errors { path error } } } }"""
-HIDE = """mutation($paths: [String!]!) { hideNotes(input: {paths: $paths}) { __typename } }"""
-CREATE = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i) { secret } }"""
 UPDATE = """mutation($i: UpdateCronWebhookInput!) { updateCronWebhook(input: $i)
   { cronWebhook { attachNotes } } }"""
 
@@ -45,7 +42,7 @@ def answer(code: int):  # type: ignore[no-untyped-def]
 
 async def push(r: Running, token: str, *notes: tuple[str, str]) -> None:
     updates = [{"path": p, "content": c} for p, c in notes]
-    _, body = await r.graphql(token, PUSH, {"input": {"updates": updates}})
+    _, body = await r.graphql(token, PUSH_NOTES, {"input": {"updates": updates}})
     assert body["data"]["pushNotes"]["__typename"] == "PushNotesPayload", body
 
 
@@ -69,7 +66,7 @@ async def test_matching_readable_visible_notes_are_attached_by_path(system: Syst
         ("shared/y.txt", "matches attachNotes, not readPatterns"),
         ("other/z.md", "matches neither"),
     )
-    _, body = await system.graphql(system.admin, HIDE, {"paths": ["notes/gone.md"]})
+    _, body = await system.graphql(system.admin, HIDE_NOTES, {"paths": ["notes/gone.md"]})
     assert body["data"]["hideNotes"]["__typename"] == "HideNotesPayload"
     hook, secret = await create_webhook(
         system,
@@ -118,7 +115,7 @@ async def test_a_retry_sends_the_notes_as_they_are_at_that_attempt(system: Syste
     delivery_id = await trigger(system, system.admin, hook)
     await eventually(lambda: retry_due(system.dsn, delivery_id))
     await push(system, system.admin, ("ctx/plan.md", "version two"), ("ctx/new.md", "arrived"))
-    _, body = await system.graphql(system.admin, HIDE, {"paths": ["ctx/old.md"]})
+    _, body = await system.graphql(system.admin, HIDE_NOTES, {"paths": ["ctx/old.md"]})
     assert body["data"]["hideNotes"]["__typename"] == "HideNotesPayload"
     system.clock.advance(timedelta(seconds=10))
     d = await finished(system, system.admin, delivery_id)
@@ -208,13 +205,13 @@ async def test_attach_notes_is_checked_like_read_patterns_and_round_trips(system
     )
     base = {"url": "https://agent.example/hook", "cronSchedule": "* * * * *"}
     cases = [
-        (CREATE, {**base, "attachNotes": ["/etc/*"]}),
-        (CREATE, {**base, "attachNotes": ["notes/../secret/*"]}),
-        (CREATE, {**base, "attachNotes": ["a\u0001b"]}),
-        (CREATE, {**base, "attachNotes": ["x" * 513]}),
-        (CREATE, {**base, "attachNotes": ["[unbalanced"]}),
-        (CREATE, {**base, "attachNotes": ["*"] * 101}),
-        (CREATE, {**base, "attachNotes": None}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["/etc/*"]}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["notes/../secret/*"]}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["a\u0001b"]}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["x" * 513]}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["[unbalanced"]}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["*"] * 101}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": None}),
         (UPDATE, {"id": hook, "attachNotes": ["../x"]}),
         (UPDATE, {"id": hook, "attachNotes": [7]}),
     ]

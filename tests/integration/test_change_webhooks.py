@@ -18,35 +18,18 @@ from standardwebhooks.webhooks import Webhook
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
-from tests.support.flows import finished
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.flows import create_change_webhook, finished, push_notes
+from tests.support.graphql import (
+    CREATE_CHANGE_WEBHOOK,
+    CREATE_WEBHOOK,
+    HIDE_NOTES,
+    UPDATE_CHANGE_WEBHOOK,
+)
+from tests.support.inprocess import admin_token, eventually, running
 from tests.support.system import System
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-CREATE = """mutation($input: CreateChangeWebhookInput!) { createChangeWebhook(input: $input) {
-  secret changeWebhook { id url includePatterns excludePatterns onCreate onUpdate onRemove
-    includeContent maxDepth enabled hasSecret consecutiveFailures
-    stats { last7d { total } } } } }"""
-UPDATE = """mutation($input: UpdateChangeWebhookInput!) { updateChangeWebhook(input: $input) {
-  changeWebhook { id includePatterns enabled maxDepth } } }"""
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
-  ... on ErrorPayload { message errors { path error } } } }"""
-HIDE = """mutation($paths: [String!]!) { hideNotes(input: {paths: $paths}) { __typename } }"""
 CREATE_KEY = """mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) { key } }"""
-
-
-async def create_change_webhook(r: Running, admin: str, url: str, **fields: Any) -> tuple[int, str]:
-    status, body = await r.graphql(admin, CREATE, {"input": {"url": url, **fields}})
-    assert status == 200 and "errors" not in body, body
-    created = body["data"]["createChangeWebhook"]
-    return int(created["changeWebhook"]["id"]), created["secret"]
-
-
-async def push(r: Running, admin: str, *notes: tuple[str, str]) -> None:
-    updates = [{"path": p, "content": c} for p, c in notes]
-    status, body = await r.graphql(admin, PUSH, {"input": {"updates": updates}})
-    assert status == 200 and "errors" not in body, body
-    assert body["data"]["pushNotes"]["__typename"] == "PushNotesPayload", body
 
 
 async def quiet(agent: Agent, seconds: float = 1.5) -> int:
@@ -87,7 +70,7 @@ async def test_the_surface_creates_lists_updates_and_deletes_with_the_cron_rules
     assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
     _, body = await system.graphql(
         system.admin,
-        UPDATE,
+        UPDATE_CHANGE_WEBHOOK,
         {"input": {"id": hook_id, "includePatterns": ["docs/*"], "maxDepth": 0}},
     )
     assert body["data"]["updateChangeWebhook"]["changeWebhook"] == {
@@ -124,7 +107,7 @@ async def test_bad_input_names_the_field_and_creates_nothing(
     system: System, fields: dict[str, Any], field: str, reason: str
 ) -> None:
     _, body = await system.graphql(
-        system.admin, CREATE, {"input": {"url": system.agent.url, **fields}}
+        system.admin, CREATE_CHANGE_WEBHOOK, {"input": {"url": system.agent.url, **fields}}
     )
     [error] = body["errors"]
     assert error["extensions"]["code"] == "BAD_USER_INPUT" and error["extensions"]["field"] == field
@@ -148,7 +131,7 @@ async def test_one_delivery_per_batch_with_the_matching_changes_sorted_and_signe
         ("notes/y.md", "y"),
         ("z.md", "z"),
     ]
-    await push(system, system.admin, *notes)
+    await push_notes(system, system.admin, *notes)
     [got] = await system.agent.wait_for(1)
     assert await quiet(system.agent) == 1
     body = Webhook(secret).verify(got.raw, got.headers)
@@ -188,9 +171,9 @@ async def test_filters_exclude_patterns_content_and_depth(system: System) -> Non
         await create_change_webhook(
             system, system.admin, system.agent.url_for(name, answer_with()), **fields
         )
-    await push(system, system.admin, ("a.md", "1"), ("b.draft.md", "2"))
-    await push(system, system.admin, ("a.md", "1, again"))
-    _, body = await system.graphql(system.admin, HIDE, {"paths": ["a.md"]})
+    await push_notes(system, system.admin, ("a.md", "1"), ("b.draft.md", "2"))
+    await push_notes(system, system.admin, ("a.md", "1, again"))
+    _, body = await system.graphql(system.admin, HIDE_NOTES, {"paths": ["a.md"]})
     assert body["data"]["hideNotes"]["__typename"] == "HideNotesPayload"
     await system.agent.wait_for(3, name="all")
     await quiet(system.agent)
@@ -260,7 +243,7 @@ async def test_the_seeds_chain_holds_and_ends(system: System) -> None:
     await create_change_webhook(
         system, system.admin, indexer, includePatterns=["*"], maxDepth=2, writePatterns=["index.md"]
     )
-    await push(system, system.admin, ("blog/post.md", "# Post (speling)"))
+    await push_notes(system, system.admin, ("blog/post.md", "# Post (speling)"))
     await system.agent.wait_for(1, name="linter")
     await quiet(system.agent, 2.0)
     [lint] = system.agent.at("linter")
@@ -285,7 +268,7 @@ async def test_an_agent_that_always_answers_with_an_edit_cannot_loop(system: Sys
     await create_change_webhook(
         system, system.admin, echo, includePatterns=["loop.md"], maxDepth=3, writePatterns=["*"]
     )
-    await push(system, system.admin, ("loop.md", "start"))
+    await push_notes(system, system.admin, ("loop.md", "start"))
     await system.agent.wait_for(3, name="echo")
     assert await quiet(system.agent, 2.0) == 3  # depths 0, 1 and 2; the write at depth 3 fires none
     assert [got.body["depth"] for got in system.agent.at("echo")] == [0, 1, 2]
@@ -294,7 +277,7 @@ async def test_an_agent_that_always_answers_with_an_edit_cannot_loop(system: Sys
 async def test_a_manual_trigger_sends_the_chosen_notes_as_updates_at_depth_0(
     system: System,
 ) -> None:
-    await push(system, system.admin, ("b.md", "bee"), ("a.md", "ay"))
+    await push_notes(system, system.admin, ("b.md", "bee"), ("a.md", "ay"))
     hook_id, _ = await create_change_webhook(
         system, system.admin, system.agent.url, includePatterns=["nothing/*"]
     )
@@ -321,7 +304,7 @@ async def test_a_replayed_batch_never_requests_a_second_delivery(system: System)
     """The matcher's checkpoint moved back (as after a crash between its commit and the
     next step): the same batches are read again, and the (webhook, batch) key holds."""
     await create_change_webhook(system, system.admin, system.agent.url, includePatterns=["*"])
-    await push(system, system.admin, ("one.md", "1"))
+    await push_notes(system, system.admin, ("one.md", "1"))
     await system.agent.wait_for(1)
     conn = await asyncpg.connect(system.dsn)
     try:
@@ -329,7 +312,7 @@ async def test_a_replayed_batch_never_requests_a_second_delivery(system: System)
         await eventually(
             lambda: conn.fetchval("select txid > 0 from importer.change_matcher_checkpoint")
         )
-        await push(system, system.admin, ("two.md", "2"))
+        await push_notes(system, system.admin, ("two.md", "2"))
         await system.agent.wait_for(2)
         assert await quiet(system.agent) == 2
         assert await conn.fetchval("select count(*) from importer.change_requests") == 2
@@ -355,7 +338,7 @@ async def test_a_retry_resends_the_same_changes_with_the_previous_error(settings
             await create_change_webhook(
                 r, admin, agent.url_for("flaky", flaky), includePatterns=["*"], maxRetries=1
             )
-            await push(r, admin, ("b.md", "2"), ("a.md", "1"))
+            await push_notes(r, admin, ("b.md", "2"), ("a.md", "1"))
             [first] = await agent.wait_for(1)
             await eventually(lambda: retry_due(settings.database_url, first.body["id"]))
             clock.advance(timedelta(seconds=10))
@@ -384,7 +367,7 @@ async def test_the_readme_linter_fixes_an_admin_edit_once(system: System, monkey
         system, system.admin, url, includePatterns=["blog/**"], maxDepth=1, writePatterns=["blog/*"]
     )
     monkeypatch.setenv("WEBHOOK_SECRET", secret)
-    await push(system, system.admin, ("blog/post.md", "teh cat sat"), ("blog/ok.md", "fine"))
+    await push_notes(system, system.admin, ("blog/post.md", "teh cat sat"), ("blog/ok.md", "fine"))
     await system.agent.wait_for(1, name="lint")
 
     async def fixed() -> Any:
@@ -413,7 +396,7 @@ async def test_gone_disables_it_and_its_token_is_one_deeper_than_the_batch(syste
         passApiKey=True,
         maxDepth=3,
     )
-    await push(system, system.admin, ("first.md", "1"))
+    await push_notes(system, system.admin, ("first.md", "1"))
     [got] = await system.agent.wait_for(1, name="gone")
     claims = jwt.decode(got.body["api_token"], options={"verify_signature": False})
     assert got.body["depth"] == 0 and claims["depth"] == 1
@@ -428,7 +411,7 @@ async def test_gone_disables_it_and_its_token_is_one_deeper_than_the_batch(syste
         )
 
     assert "410" in (await eventually(disabled))["disabledReason"]
-    await push(system, system.admin, ("second.md", "2"))
+    await push_notes(system, system.admin, ("second.md", "2"))
     assert await quiet(system.agent) == 1  # disabled: the second batch fires nothing
 
 
@@ -440,8 +423,14 @@ async def test_an_idempotency_key_creates_one_change_webhook(system: System) -> 
     # The key is spent on a change webhook: a cron create with it is refused.
     _, body = await system.graphql(
         system.admin,
-        """mutation { createCronWebhook(input: {url: "https://agent.example/h",
-        cronSchedule: "* * * * *", idempotencyKey: "setup-linter"}) { cronWebhook { id } } }""",
+        CREATE_WEBHOOK,
+        {
+            "input": {
+                "url": "https://agent.example/h",
+                "cronSchedule": "* * * * *",
+                "idempotencyKey": "setup-linter",
+            }
+        },
     )
     assert body["errors"][0]["extensions"]["code"] == "CONFLICT"
     _, body = await system.graphql(system.admin, "{ changeWebhooks { id } cronWebhooks { id } }")

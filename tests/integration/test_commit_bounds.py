@@ -14,21 +14,11 @@ import pytest
 from cronhooks_common.settings import Settings
 from cronhooks_importer.rules import MAX_NOTE_BYTES
 from tests.support.flows import create_webhook
+from tests.support.graphql import COMMIT_NOTES, HIDE_NOTES, PUSH_NOTES, UPDATE_WEBHOOK
 from tests.support.inprocess import Running
 from tests.support.system import System
 from tests.support.token_api import NOW, agent_graphql, mint, push
 
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
-  ... on PushNotesPayload { notes { path version } }
-  ... on ErrorPayload { message errors { path error } } } }"""
-COMMIT = """mutation { commitNotes { __typename
-  ... on CommitNotesPayload { success }
-  ... on ErrorPayload { message errors { path error } } } }"""
-HIDE = """mutation($paths: [String!]!) { hideNotes(input: {paths: $paths}) { __typename
-  ... on HideNotesPayload { paths }
-  ... on ErrorPayload { message errors { path error } } } }"""
-UPDATE = """mutation($input: UpdateCronWebhookInput!) {
-  updateCronWebhook(input: $input) { cronWebhook { id } } }"""
 TWICE = "path appears twice in the batch"
 
 
@@ -39,7 +29,7 @@ async def push_notes(
     r: Running, token: str, updates: list[dict[str, Any]], *, stage: bool = False
 ) -> dict[str, Any]:
     status, body = await agent_graphql(
-        r, token, PUSH, {"input": {"updates": updates, "skipCommit": stage}}
+        r, token, PUSH_NOTES, {"input": {"updates": updates, "skipCommit": stage}}
     )
     assert status == 200 and "errors" not in body, body
     return body["data"]["pushNotes"]  # type: ignore[no-any-return]
@@ -51,7 +41,7 @@ async def stage(r: Running, token: str, updates: list[dict[str, Any]]) -> None:
 
 
 async def commit(r: Running, token: str) -> dict[str, Any]:
-    status, body = await agent_graphql(r, token, COMMIT)
+    status, body = await agent_graphql(r, token, COMMIT_NOTES)
     assert status == 200 and "errors" not in body, body
     return body["data"]["commitNotes"]  # type: ignore[no-any-return]
 
@@ -88,7 +78,7 @@ async def test_a_commit_refuses_staged_paths_the_webhooks_narrowed_write_pattern
 
     async def write_patterns(patterns: list[str]) -> None:
         _, body = await system.graphql(
-            system.admin, UPDATE, {"input": {"id": hook_id, "writePatterns": patterns}}
+            system.admin, UPDATE_WEBHOOK, {"input": {"id": hook_id, "writePatterns": patterns}}
         )
         assert "errors" not in body, body
 
@@ -165,7 +155,7 @@ async def test_an_admins_commit_has_the_same_bounds(system: System) -> None:
             {"input": {"updates": many(f"a{part}", 600), "skipCommit": True}},
         )
         assert body["data"]["pushNotes"] == {"__typename": "PushNotesPayload"}, body
-    _, body = await system.graphql(system.admin, COMMIT)
+    _, body = await system.graphql(system.admin, COMMIT_NOTES)
     payload = body["data"]["commitNotes"]
     assert payload["__typename"] == "ErrorPayload", body
     assert "at most 1,000 changes in a batch" in payload["message"]
@@ -190,6 +180,6 @@ async def test_a_path_twice_in_any_batch_flags_its_second_and_later_changes(
     assert await store(system.settings) == ([], 0, 0)
 
     await push(system, token, {"path": "t/a.md", "content": "a"})
-    _, body = await agent_graphql(system, token, HIDE, {"paths": ["t/a.md", "t/a.md"]})
+    _, body = await agent_graphql(system, token, HIDE_NOTES, {"paths": ["t/a.md", "t/a.md"]})
     assert body["data"]["hideNotes"]["errors"] == [{"path": "t/a.md", "error": TWICE}]
     assert await store(system.settings) == (["t/a.md"], 1, 0)

@@ -19,7 +19,13 @@ from standardwebhooks.webhooks import Webhook
 from cronhooks_common import jsonfast
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
-from tests.support.flows import create_webhook, delivery, events_of, retry_due
+from tests.support.flows import (
+    create_change_webhook,
+    create_webhook,
+    delivery,
+    events_of,
+    retry_due,
+)
 from tests.support.inprocess import Running, admin_token, eventually, running, window_start
 from tests.support.system import System
 
@@ -222,12 +228,9 @@ async def test_run_cron_job_is_trigger_cron_webhook(system: System) -> None:
     status, answer = await json_of(system, "POST", "/debug/run_cron_job?id=987654")
     assert (status, answer) == (404, {"error": "webhook 987654 not found"})
 
-    _, body = await system.graphql(
-        system.admin,
-        """mutation { createChangeWebhook(input: {url: "https://agent.example/hook",
-        includePatterns: ["*"]}) { changeWebhook { id } } }""",
+    change_id, _ = await create_change_webhook(
+        system, system.admin, "https://agent.example/hook", includePatterns=["*"]
     )
-    change_id = body["data"]["createChangeWebhook"]["changeWebhook"]["id"]
     status, _ = await json_of(system, "POST", f"/debug/run_cron_job?id={change_id}")
     assert status == 404  # triggerCronWebhook knows cron webhooks only
 

@@ -23,11 +23,9 @@ from tests.support.flows import (
     scheduler_applied,
     trigger,
 )
+from tests.support.graphql import CREATE_WEBHOOK, DELIVERIES, UPDATE_WEBHOOK
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.projections import quiet, rebuild, snapshot
-
-HISTORY = """query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id) {
-  id status trigger scheduledFor error queuedMs } }"""
 
 
 @dataclass
@@ -70,7 +68,7 @@ def minute_start() -> datetime:
 
 
 async def history(r: Running, token: str, hook_id: int) -> list[dict[str, Any]]:
-    _, body = await r.graphql(token, HISTORY, {"id": hook_id})
+    _, body = await r.graphql(token, DELIVERIES, {"id": hook_id})
     return sorted(body["data"]["cronWebhookDeliveries"], key=lambda d: d["id"])
 
 
@@ -461,10 +459,7 @@ async def test_bad_input_names_the_field_and_changes_nothing(settings: Settings)
             r, token, "https://agent.example/hook", executionGroup="ok", concurrencyPolicy="DELAY"
         )
         before = await event_count(settings.database_url)
-        create = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i)
-        { secret } }"""
-        update = """mutation($i: UpdateCronWebhookInput!) { updateCronWebhook(input: $i)
-        { cronWebhook { id } } }"""
+        create, update = CREATE_WEBHOOK, UPDATE_WEBHOOK
         base = {"url": "https://agent.example/hook", "cronSchedule": "* * * * *"}
         cases = [
             (create, {**base, "executionGroup": "no spaces"}, "executionGroup"),
@@ -476,7 +471,7 @@ async def test_bad_input_names_the_field_and_changes_nothing(settings: Settings)
             (update, {"id": hook_id, "concurrencyPolicy": "delay"}, "concurrencyPolicy"),
         ]
         for query, values, name in cases:
-            _, body = await r.graphql(token, query, {"i": values})
+            _, body = await r.graphql(token, query, {"input": values})
             [error] = body["errors"]
             assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": name}, values
         assert await event_count(settings.database_url) == before

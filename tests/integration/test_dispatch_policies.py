@@ -17,6 +17,7 @@ from cronhooks_common.targets import address_problem
 from cronhooks_dispatcher import sender
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, delivery, finished, retry_due, trigger
+from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.inprocess import admin_token, eventually, running
 
 UPDATE = """mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) {
@@ -185,10 +186,7 @@ async def test_a_name_resolving_to_loopback_is_blocked(settings: Settings) -> No
             "http://10.1.2.3/",
         ):
             _, body = await r.graphql(
-                token,
-                """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i)
-                { secret } }""",
-                {"i": {"url": literal, "cronSchedule": "* * * * *"}},
+                token, CREATE_WEBHOOK, {"input": {"url": literal, "cronSchedule": "* * * * *"}}
             )
             error = body["errors"][0]
             assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "url"}, literal

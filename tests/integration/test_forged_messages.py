@@ -21,11 +21,9 @@ from cronhooks_common.clock import iso
 from cronhooks_common.trust import DROPPED
 from tests.support.agent import Received
 from tests.support.flows import create_webhook
+from tests.support.graphql import CREATE_AGENT
 from tests.support.inprocess import eventually
 from tests.support.system import System
-
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  agent { id } accessToken } }"""
 
 
 def envelope(kind: str, stream: str, data: dict[str, Any], **over: Any) -> dict[str, Any]:
@@ -147,7 +145,9 @@ async def test_forged_and_altered_messages_sign_send_and_write_nothing(
         instruction="benign",
     )
     _, body = await system.graphql(
-        system.admin, CREATE_AGENT, {"i": {"instanceId": "victim", "callbackUrl": system.agent.url}}
+        system.admin,
+        CREATE_AGENT,
+        {"input": {"instanceId": "victim", "callbackUrl": system.agent.url}},
     )
     agent_id = body["data"]["createAgent"]["agent"]["id"]
     token = body["data"]["createAgent"]["accessToken"]

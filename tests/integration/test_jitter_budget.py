@@ -25,6 +25,7 @@ from tests.support.flows import (
     scheduler_applied,
     trigger,
 )
+from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.projections import quiet, rebuild, snapshot
 
@@ -524,8 +525,7 @@ async def test_bad_values_name_the_field_and_change_webhooks_have_neither(
         ):
             _, body = await r.graphql(
                 token,
-                """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
-                cronWebhook { id } } }""",
+                CREATE_WEBHOOK,
                 {"input": {"url": agent.url, "cronSchedule": "* * * * *", **fields}},
             )
             [error] = body["errors"]

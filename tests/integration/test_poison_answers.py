@@ -17,13 +17,14 @@ from aiohttp import web
 from tests.support.agent import Received
 from tests.support.flows import (
     create_webhook,
+    delivery,
     finished,
     provision_now,
     retry_due,
     trigger,
     trigger_ended,
 )
-from tests.support.inprocess import Running, eventually
+from tests.support.inprocess import eventually
 from tests.support.system import System
 
 NESTED_500 = b'{"status":"ok","changes":' + b"[" * 499 + b"]" * 499 + b"}"  # ~1 KB
@@ -35,16 +36,6 @@ def answer(status: int, body: bytes = b"", headers: dict[str, str] | None = None
         return web.Response(status=status, body=body, headers=headers)
 
     return respond
-
-
-DELIVERY = """query($id: Int!) { cronWebhookDelivery(id: $id) {
-  status attempt error nextAttemptAt attempts { attempt errorMessage responseStatus } } }"""
-
-
-async def delivery(r: Running, token: str, delivery_id: int) -> dict[str, Any]:
-    _, body = await r.graphql(token, DELIVERY, {"id": delivery_id})
-    assert "errors" not in body, body
-    return body["data"]["cronWebhookDelivery"]  # type: ignore[no-any-return]
 
 
 async def test_an_answer_nested_500_levels_fails_its_attempt_and_frees_its_group(

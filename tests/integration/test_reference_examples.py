@@ -30,6 +30,13 @@ from aiohttp import web
 from cronhooks_common.clock import SystemClock
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
+from tests.support.flows import (
+    create_agent,
+    create_change_webhook,
+    create_webhook,
+    push_notes,
+    trigger,
+)
 from tests.support.inprocess import Running, admin_token, eventually, running
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference"
@@ -146,26 +153,15 @@ def snippets() -> dict[str, Any]:
     return namespace
 
 
-CREATE = """mutation($i: CreateCronWebhookInput!) {
-  createCronWebhook(input: $i) { cronWebhook { id } secret } }"""
-
-
 async def delivered(r: Running, token: str, agent: Agent, **fields: Any) -> tuple[str, Received]:
     """A real delivery of a new webhook with `fields`: (its secret, what the agent got)."""
-    _, body = await r.graphql(
-        token, CREATE, {"i": {"url": agent.url, "cronSchedule": "@yearly", **fields}}
-    )
-    created = body["data"]["createCronWebhook"]
-    webhook_id = created["cronWebhook"]["id"]
-    _, body = await r.graphql(
-        token, f"mutation {{ triggerCronWebhook(webhookId: {webhook_id}) {{ deliveryId }} }}"
-    )
-    delivery_id = body["data"]["triggerCronWebhook"]["deliveryId"]
+    webhook_id, secret = await create_webhook(r, token, agent.url, cronSchedule="@yearly", **fields)
+    delivery_id = await trigger(r, token, webhook_id)
 
     async def arrived() -> Received | None:
         return next((x for x in agent.received if x.body["id"] == delivery_id), None)
 
-    return created["secret"], await eventually(arrived)
+    return secret, await eventually(arrived)
 
 
 def json_example(name: str, marker: str) -> dict[str, Any]:
@@ -217,19 +213,10 @@ async def test_the_change_body_example_has_the_keys_of_a_real_one(settings: Sett
     try:
         async with running(settings, SystemClock(), ("admin-api", "dispatcher", "importer")) as r:
             token = await admin_token(settings.database_url, "docs")
-            _, body = await r.graphql(
-                token,
-                """mutation($u: String!) { createChangeWebhook(input: {url: $u,
-                includePatterns: ["blog/*"], instruction: "Check spelling"}) { secret } }""",
-                {"u": agent.url},
+            await create_change_webhook(
+                r, token, agent.url, includePatterns=["blog/*"], instruction="Check spelling"
             )
-            assert "errors" not in body, body
-            _, body = await r.graphql(
-                token,
-                """mutation { pushNotes(input: {updates: [{path: "blog/post.md",
-                content: "test"}]}) { ... on PushNotesPayload { notes { version } } } }""",
-            )
-            assert "errors" not in body, body
+            await push_notes(r, token, ("blog/post.md", "test"))
             got = await eventually(lambda: _first(agent))
             shown = json_example("webhooks.md", "### Body of a change webhook")
             assert set(shown) == set(got.body)
@@ -259,13 +246,7 @@ async def test_the_fire_jwt_snippet_verifies_a_real_callback(settings: Settings)
     try:
         async with running(settings, SystemClock()) as r:
             token = await admin_token(settings.database_url, "docs")
-            _, body = await r.graphql(
-                token,
-                """mutation($u: String!) { createAgent(input: {instanceId: "hermes-1",
-                callbackUrl: $u}) { accessToken } }""",
-                {"u": callback},
-            )
-            access = body["data"]["createAgent"]["accessToken"]
+            access, _ = await create_agent(r, token, callback, "hermes-1")
             async with (
                 aiohttp.ClientSession() as session,
                 session.post(

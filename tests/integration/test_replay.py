@@ -19,16 +19,11 @@ from aiohttp import web
 from cronhooks_admin import replay
 from cronhooks_common.clock import iso
 from tests.support.agent import Received
-from tests.support.flows import create_webhook, events_of, finished, trigger
+from tests.support.flows import create_change_webhook, create_webhook, events_of, finished, trigger
+from tests.support.graphql import PUSH_NOTES, REPLAY_DELIVERIES, UPDATE_CHANGE_WEBHOOK
 from tests.support.inprocess import Running, eventually, window_start
 from tests.support.system import System
 from tests.support.token_api import call
-
-REPLAY = """mutation($webhookId: Int!, $since: DateTime!, $until: DateTime) {
-  replayDeliveries(webhookId: $webhookId, since: $since, until: $until) { deliveryIds } }"""
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename } }"""
-UPDATE_CHANGE = """mutation($input: UpdateChangeWebhookInput!) {
-  updateChangeWebhook(input: $input) { changeWebhook { id } } }"""
 
 
 class Switch:
@@ -60,7 +55,7 @@ async def replay_of(
         "since": iso(since),
         "until": None if until is None else iso(until),
     }
-    status, body = await r.graphql(token, REPLAY, variables)
+    status, body = await r.graphql(token, REPLAY_DELIVERIES, variables)
     assert status == 200, body
     return body
 
@@ -71,16 +66,6 @@ async def replayed_ids(
     body = await replay_of(r, token, hook_id, since, until)
     assert "errors" not in body, body
     return body["data"]["replayDeliveries"]["deliveryIds"]  # type: ignore[no-any-return]
-
-
-async def create_change_hook(r: Running, token: str, url: str, include: list[str]) -> int:
-    _, body = await r.graphql(
-        token,
-        """mutation($url: String!, $include: [String!]!) { createChangeWebhook(input:
-        {url: $url, includePatterns: $include}) { changeWebhook { id } } }""",
-        {"url": url, "include": include},
-    )
-    return int(body["data"]["createChangeWebhook"]["changeWebhook"]["id"])
 
 
 def sha256(text: str) -> str:
@@ -133,13 +118,15 @@ async def test_a_change_delivery_is_replayed_with_the_notes_as_they_are_now(syst
     """CONTRACT §12 (revision 3): the same paths and events at the same depth, with each
     note's current version, hash and content (a retry, by contrast, resends what it sent)."""
     switch = Switch()
-    hook_id = await create_change_hook(
-        system, system.admin, system.agent.url_for("lint", switch), ["blog/**"]
+    hook_id, _ = await create_change_webhook(
+        system, system.admin, system.agent.url_for("lint", switch), includePatterns=["blog/**"]
     )
     since = system.clock.now()
     for content in ("# v1", "# v2"):
         await system.graphql(
-            system.admin, PUSH, {"input": {"updates": [{"path": "blog/a.md", "content": content}]}}
+            system.admin,
+            PUSH_NOTES,
+            {"input": {"updates": [{"path": "blog/a.md", "content": content}]}},
         )
         await system.agent.wait_for(1 if content == "# v1" else 2, name="lint")
     failed = [got.body for got in system.agent.at("lint")]
@@ -168,13 +155,17 @@ async def test_a_change_replay_follows_the_webhooks_current_settings(system: Sys
     includeContent and readPatterns were narrowed. Now the webhook as it is decides: its
     URL, its readPatterns (content and hash null outside), its includeContent."""
     down = Switch()
-    reads = await create_change_hook(system, system.admin, system.agent.url_for("old", down), ["*"])
-    bare = await create_change_hook(system, system.admin, system.agent.url_for("old", down), ["*"])
+    reads, _ = await create_change_webhook(
+        system, system.admin, system.agent.url_for("old", down), includePatterns=["*"]
+    )
+    bare, _ = await create_change_webhook(
+        system, system.admin, system.agent.url_for("old", down), includePatterns=["*"]
+    )
     since = system.clock.now()
     notes = {"pub/a.md": "v1", "secret/b.md": "s1", "gone.md": "bye"}
     await system.graphql(
         system.admin,
-        PUSH,
+        PUSH_NOTES,
         {"input": {"updates": [{"path": p, "content": c} for p, c in notes.items()]}},
     )
     for got in await system.agent.wait_for(2, name="old"):
@@ -209,7 +200,7 @@ async def test_a_change_replay_follows_the_webhooks_current_settings(system: Sys
     ):
         url = system.agent.url_for(route, Switch.up())
         _, body = await system.graphql(
-            system.admin, UPDATE_CHANGE, {"input": {"id": hook_id, "url": url, **narrowed}}
+            system.admin, UPDATE_CHANGE_WEBHOOK, {"input": {"id": hook_id, "url": url, **narrowed}}
         )
         assert "errors" not in body, body
 
@@ -286,7 +277,7 @@ async def test_bad_input_is_refused_by_name_and_changes_nothing(
     before = await event_count(system.dsn)
 
     async def refused(variables: dict[str, Any]) -> dict[str, Any]:
-        _, body = await system.graphql(system.admin, REPLAY, variables)
+        _, body = await system.graphql(system.admin, REPLAY_DELIVERIES, variables)
         assert body.get("data") is None and len(body["errors"]) == 1, body
         return body["errors"][0]["extensions"]  # type: ignore[no-any-return]
 

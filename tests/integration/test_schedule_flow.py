@@ -14,12 +14,9 @@ from cronhooks_common.clock import ManualClock
 from cronhooks_common.events import EventType
 from cronhooks_scheduler.firing import fire_due
 from cronhooks_scheduler.loop import SchedulerLoop
+from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.inprocess import eventually, window_start
 from tests.support.system import System
-
-CREATE = """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
-  secret cronWebhook { id nextRunAt } } }"""
-
 
 pytestmark = pytest.mark.system(start=window_start)
 
@@ -39,7 +36,7 @@ async def test_scheduled_slot_reaches_the_agent_signed(system: System) -> None:
     slot = t0 + timedelta(minutes=2, seconds=30)
     _, body = await system.graphql(
         system.admin,
-        CREATE,
+        CREATE_WEBHOOK,
         {
             "input": {
                 "url": system.agent.url,
@@ -99,7 +96,9 @@ async def test_scheduled_slot_reaches_the_agent_signed(system: System) -> None:
 
 async def test_trigger_fires_now_and_keeps_next_run(system: System) -> None:
     _, body = await system.graphql(
-        system.admin, CREATE, {"input": {"url": system.agent.url, "cronSchedule": "0 0 1 1 *"}}
+        system.admin,
+        CREATE_WEBHOOK,
+        {"input": {"url": system.agent.url, "cronSchedule": "0 0 1 1 *"}},
     )
     hook = body["data"]["createCronWebhook"]["cronWebhook"]
     _, body = await system.graphql(

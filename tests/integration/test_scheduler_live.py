@@ -11,14 +11,9 @@ import pytest
 
 from cronhooks_common.clock import iso
 from tests.support.agent import Agent
+from tests.support.graphql import CREATE_WEBHOOK, UPDATE_WEBHOOK
 from tests.support.inprocess import Running, eventually, window_start
 from tests.support.system import System
-
-CREATE = """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
-  cronWebhook { id nextRunAt } } }"""
-UPDATE = """mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) {
-  cronWebhook { id nextRunAt enabled } } }"""
-
 
 pytestmark = pytest.mark.system(start=window_start)
 
@@ -42,7 +37,7 @@ async def timer_becomes(dsn: str, webhook_id: int, expected: datetime | None) ->
 
 async def create(r: Running, token: str, url: str, **fields: object) -> dict:  # type: ignore[type-arg]
     _, body = await r.graphql(
-        token, CREATE, {"input": {"url": url, "cronSchedule": "*/5 * * * *", **fields}}
+        token, CREATE_WEBHOOK, {"input": {"url": url, "cronSchedule": "*/5 * * * *", **fields}}
     )
     return body["data"]["createCronWebhook"]["cronWebhook"]  # type: ignore[no-any-return]
 
@@ -56,7 +51,7 @@ async def test_update_pause_resume_delete_take_effect_at_once(system: System) ->
 
     # Reschedule: the timer moves without a restart or a tick.
     _, body = await system.graphql(
-        system.admin, UPDATE, {"input": {"id": hook["id"], "cronSchedule": "0 * * * *"}}
+        system.admin, UPDATE_WEBHOOK, {"input": {"id": hook["id"], "cronSchedule": "0 * * * *"}}
     )
     top_of_hour = t0.replace(minute=0, second=0) + timedelta(hours=1)
     assert body["data"]["updateCronWebhook"]["cronWebhook"]["nextRunAt"] == iso(top_of_hour)
@@ -64,13 +59,15 @@ async def test_update_pause_resume_delete_take_effect_at_once(system: System) ->
 
     # A bad schedule changes nothing.
     _, body = await system.graphql(
-        system.admin, UPDATE, {"input": {"id": hook["id"], "cronSchedule": "0 25 * * *"}}
+        system.admin, UPDATE_WEBHOOK, {"input": {"id": hook["id"], "cronSchedule": "0 25 * * *"}}
     )
     assert body["errors"][0]["extensions"]["field"] == "cronSchedule"
     assert await timer(dsn, hook["id"]) == top_of_hour
 
     # Pause removes the timer; time passes the slot; nothing fires.
-    await system.graphql(system.admin, UPDATE, {"input": {"id": hook["id"], "enabled": False}})
+    await system.graphql(
+        system.admin, UPDATE_WEBHOOK, {"input": {"id": hook["id"], "enabled": False}}
+    )
     await timer_becomes(dsn, hook["id"], None)
     system.clock.set(top_of_hour + timedelta(minutes=3))
     await asyncio.sleep(0.3)
@@ -78,7 +75,7 @@ async def test_update_pause_resume_delete_take_effect_at_once(system: System) ->
 
     # Resume waits for the next slot: no catch-up of the slot missed while paused.
     _, body = await system.graphql(
-        system.admin, UPDATE, {"input": {"id": hook["id"], "enabled": True}}
+        system.admin, UPDATE_WEBHOOK, {"input": {"id": hook["id"], "enabled": True}}
     )
     following = top_of_hour + timedelta(hours=1)
     assert body["data"]["updateCronWebhook"]["cronWebhook"]["nextRunAt"] == iso(following)

@@ -19,6 +19,7 @@ from cronhooks_common.targets import connector_kwargs
 from cronhooks_dispatcher import sender
 from tests.support.agent import Agent
 from tests.support.flows import create_webhook, finished, trigger
+from tests.support.graphql import CREATE_AGENT, CREATE_WEBHOOK
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.system import System
 
@@ -38,11 +39,6 @@ ODD_LITERALS = [
     # Full-width digits: the client IDNA-maps them to 127.0.0.1 and connects directly.
     ("１２７.0.0.1", "127.0.0.1 is a loopback address"),
 ]
-
-CREATE_WEBHOOK = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i)
-  { cronWebhook { id } } }"""
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id } } }"""
 
 
 def now() -> datetime:
@@ -68,14 +64,14 @@ async def test_create_paths_refuse_the_literal_naming_their_field(
 ) -> None:
     url = f"http://{host}:8080/hook"
     _, body = await system.graphql(
-        system.admin, CREATE_WEBHOOK, {"i": {"url": url, "cronSchedule": "* * * * *"}}
+        system.admin, CREATE_WEBHOOK, {"input": {"url": url, "cronSchedule": "* * * * *"}}
     )
     extensions, message = refusal(body)
     assert extensions == {"code": "BAD_USER_INPUT", "field": "url"}
     assert meaning in message and "private targets are not allowed" in message
 
     _, body = await system.graphql(
-        system.admin, CREATE_AGENT, {"i": {"instanceId": "a", "callbackUrl": url}}
+        system.admin, CREATE_AGENT, {"input": {"instanceId": "a", "callbackUrl": url}}
     )
     extensions, message = refusal(body)
     assert extensions == {"code": "BAD_USER_INPUT", "field": "callbackUrl"}
@@ -85,7 +81,7 @@ async def test_create_paths_refuse_the_literal_naming_their_field(
     _, body = await system.graphql(
         system.admin,
         CREATE_AGENT,
-        {"i": {"instanceId": "b", "callbackUrl": "https://agent.example"}},
+        {"input": {"instanceId": "b", "callbackUrl": "https://agent.example"}},
     )
     token = body["data"]["createAgent"]["accessToken"]
     status, answer = await provision(system, token, {"job_id": "j", "agent_callback_url": url})
@@ -97,14 +93,16 @@ async def test_public_literals_count_only_in_the_plain_spelling(
     system: System,
 ) -> None:
     _, body = await system.graphql(
-        system.admin, CREATE_WEBHOOK, {"i": {"url": "http://8.8.8.8/", "cronSchedule": "* * * * *"}}
+        system.admin,
+        CREATE_WEBHOOK,
+        {"input": {"url": "http://8.8.8.8/", "cronSchedule": "* * * * *"}},
     )
     assert "errors" not in body, body
     # 134744072 is 8.8.8.8 too; refused with the spelling to use (see targets.py for why).
     _, body = await system.graphql(
         system.admin,
         CREATE_WEBHOOK,
-        {"i": {"url": "http://134744072/", "cronSchedule": "* * * * *"}},
+        {"input": {"url": "http://134744072/", "cronSchedule": "* * * * *"}},
     )
     extensions, message = refusal(body)
     assert extensions == {"code": "BAD_USER_INPUT", "field": "url"}
@@ -163,7 +161,7 @@ async def test_a_stored_agent_callback_to_an_odd_literal_is_blocked_at_fire_time
             _, body = await r.graphql(
                 admin,
                 CREATE_AGENT,
-                {"i": {"instanceId": "i", "callbackUrl": f"http://0x7f000001:{agent.port}"}},
+                {"input": {"instanceId": "i", "callbackUrl": f"http://0x7f000001:{agent.port}"}},
             )
             token = body["data"]["createAgent"]["accessToken"]
             status, _ = await provision(r, token, {"job_id": "j", "fire_at": fire_at.isoformat()})

@@ -14,6 +14,7 @@ from aiohttp import web
 from cronhooks_importer.rules import MAX_NOTE_BYTES, content_hash
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, finished, retry_due, trigger
+from tests.support.graphql import UPDATE_WEBHOOK
 from tests.support.inprocess import Running, eventually
 from tests.support.system import System
 from tests.support.token_api import NOW, call, mint, push
@@ -269,10 +270,6 @@ async def test_notes_are_the_store_of_truth_in_postgres(system: System) -> None:
     assert [(e["type"], e["version"]) for e in events] == [("note.changed", 1)]
 
 
-UPDATE = """mutation($input: UpdateCronWebhookInput!) {
-  updateCronWebhook(input: $input) { cronWebhook { id } } }"""
-
-
 async def test_a_token_follows_its_webhooks_current_state(system: System) -> None:
     """CONTRACT §15: honoured only while the webhook exists and is enabled; reads and writes
     only what both the token's and the webhook's current patterns allow — at once, without
@@ -288,7 +285,9 @@ async def test_a_token_follows_its_webhooks_current_state(system: System) -> Non
     )[0] == 200
 
     async def update(**fields: Any) -> None:
-        _, body = await system.graphql(system.admin, UPDATE, {"input": {"id": hook_id, **fields}})
+        _, body = await system.graphql(
+            system.admin, UPDATE_WEBHOOK, {"input": {"id": hook_id, **fields}}
+        )
         assert "errors" not in body, body
 
     await update(writePatterns=["a/*"], readPatterns=["a/*"])
@@ -329,7 +328,9 @@ async def test_the_webhooks_current_max_depth_bounds_its_tokens(system: System) 
     )
     token = mint(system.settings, webhook_id=hook_id, depth=3, max_depth=3)
     assert (await push(system, token, {"path": "d.md", "content": "1"}))[0] == 200
-    _, body = await system.graphql(system.admin, UPDATE, {"input": {"id": hook_id, "maxDepth": 2}})
+    _, body = await system.graphql(
+        system.admin, UPDATE_WEBHOOK, {"input": {"id": hook_id, "maxDepth": 2}}
+    )
     assert "errors" not in body
     status, body = await push(system, token, {"path": "d.md", "content": "2"})
     assert status == 403 and "maxDepth 2" in body["error"]

@@ -11,8 +11,10 @@ import asyncpg
 from cronhooks_common import db
 from tests.support.graphql import (
     CREATE_AGENT,
+    CREATE_CHANGE_WEBHOOK,
     CREATE_WEBHOOK,
     DELIVERY,
+    PUSH_NOTES,
     TRIGGER_WEBHOOK,
 )
 from tests.support.inprocess import Running, eventually
@@ -34,6 +36,24 @@ async def create_webhook(
     return payload["cronWebhook"]["id"], payload["secret"]
 
 
+async def create_change_webhook(
+    r: Running | System, token: str, url: str, **fields: Any
+) -> tuple[int, str]:
+    """A change webhook to `url`: its id and its secret."""
+    status, body = await r.graphql(token, CREATE_CHANGE_WEBHOOK, {"input": {"url": url, **fields}})
+    assert status == 200 and "errors" not in body, body
+    created = body["data"]["createChangeWebhook"]
+    return int(created["changeWebhook"]["id"]), created["secret"]
+
+
+async def push_notes(r: Running | System, token: str, *notes: tuple[str, str]) -> None:
+    """Admin pushNotes of these (path, content) pairs; they must be taken."""
+    updates = [{"path": p, "content": c} for p, c in notes]
+    status, body = await r.graphql(token, PUSH_NOTES, {"input": {"updates": updates}})
+    assert status == 200 and "errors" not in body, body
+    assert body["data"]["pushNotes"]["__typename"] == "PushNotesPayload", body
+
+
 async def trigger(r: Running | System, token: str, webhook_id: int) -> int:
     _, body = await r.graphql(token, TRIGGER_WEBHOOK, {"id": webhook_id})
     assert "errors" not in body, body
@@ -42,6 +62,7 @@ async def trigger(r: Running | System, token: str, webhook_id: int) -> int:
 
 async def delivery(r: Running | System, token: str, delivery_id: int) -> dict[str, Any]:
     _, body = await r.graphql(token, DELIVERY, {"id": delivery_id})
+    assert "errors" not in body, body
     return body["data"]["cronWebhookDelivery"]  # type: ignore[no-any-return]
 
 

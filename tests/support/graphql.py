@@ -6,7 +6,11 @@ from __future__ import annotations
 
 # --- cron webhooks ---------------------------------------------------------------------------
 
-CREATE_WEBHOOK = """mutation($input: CreateCronWebhookInput!) {
+CREATE_WEBHOOK = """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
+  secret cronWebhook { id nextRunAt } } }"""
+
+# The same, answering with every field a create sets (for the tests of the create itself).
+CREATE_WEBHOOK_IN_FULL = """mutation($input: CreateCronWebhookInput!) {
   createCronWebhook(input: $input) {
     secret
     cronWebhook { id url cronSchedule timezone hasSecret enabled nextRunAt nextRuns(count: 3)
@@ -40,7 +44,8 @@ CREATE_CHANGE_WEBHOOK = """mutation($input: CreateChangeWebhookInput!) {
   createChangeWebhook(input: $input) {
     secret
     changeWebhook { id url includePatterns excludePatterns onCreate onUpdate onRemove
-                    includeContent maxDepth enabled hasSecret consecutiveFailures }
+                    includeContent maxDepth enabled hasSecret consecutiveFailures
+                    stats { last7d { total } } }
   }
 }"""
 

@@ -4,8 +4,6 @@ with the event store, and `cronhooks projections rebuild` run as the operator ru
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from typing import Any
 
 import asyncpg
@@ -13,6 +11,7 @@ import asyncpg
 from cronhooks_common.settings import Settings
 from tests.support import rabbit
 from tests.support.inprocess import eventually
+from tests.support.processes import cli_ok
 
 TABLES = {
     "admin.webhooks": "id",
@@ -67,16 +66,4 @@ async def quiet(dsn: str, vhost: str) -> None:
 async def rebuild(settings: Settings) -> str:
     """`cronhooks projections rebuild` in a process of its own on the test's database and
     vhost; what it printed (it must succeed)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        "projections",
-        "rebuild",
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
+    return await cli_ok(settings, "projections", "rebuild")
