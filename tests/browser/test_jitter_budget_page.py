@@ -71,20 +71,18 @@ def drive(base: str, token: str, agent_url: str, shot: Path) -> dict[str, str]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-async def test_the_edit_form_sets_shows_and_clears_jitter_and_budget(settings: Settings) -> None:
-    agent = await Agent().start()
-    try:
-        async with running(settings, ManualClock(datetime.now(UTC))) as r:
-            token = await admin_token(settings.database_url)
-            ARTIFACTS.mkdir(exist_ok=True)
-            shot = ARTIFACTS / "jitter-budget.png"
-            seen = await asyncio.to_thread(drive, r.urls["admin-api"], token, agent.url, shot)
-            _, body = await r.graphql(token, "{ cronWebhooks { id } }")
-            [hook] = body["data"]["cronWebhooks"]
-            _, body = await r.graphql(token, READ, {"id": hook["id"]})
-        assert "from 0 to 3600" in seen["field_error"]
-        assert (seen["jitterSeconds"], seen["maxDeliveriesPerDay"]) == ("45", "12")
-        assert body["data"]["cronWebhook"] == {"jitterSeconds": 45, "maxDeliveriesPerDay": None}
-        assert shot.stat().st_size > 10_000
-    finally:
-        await agent.stop()
+async def test_the_edit_form_sets_shows_and_clears_jitter_and_budget(
+    settings: Settings, agent: Agent
+) -> None:
+    async with running(settings, ManualClock(datetime.now(UTC))) as r:
+        token = await admin_token(settings.database_url)
+        ARTIFACTS.mkdir(exist_ok=True)
+        shot = ARTIFACTS / "jitter-budget.png"
+        seen = await asyncio.to_thread(drive, r.urls["admin-api"], token, agent.url, shot)
+        _, body = await r.graphql(token, "{ cronWebhooks { id } }")
+        [hook] = body["data"]["cronWebhooks"]
+        _, body = await r.graphql(token, READ, {"id": hook["id"]})
+    assert "from 0 to 3600" in seen["field_error"]
+    assert (seen["jitterSeconds"], seen["maxDeliveriesPerDay"]) == ("45", "12")
+    assert body["data"]["cronWebhook"] == {"jitterSeconds": 45, "maxDeliveriesPerDay": None}
+    assert shot.stat().st_size > 10_000

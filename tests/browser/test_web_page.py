@@ -101,23 +101,21 @@ def drive(base: str, token: str, agent_url: str, shot: Path) -> dict[str, str]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-async def test_sign_in_create_run_now_and_see_the_delivery(settings: Settings) -> None:
-    agent = await Agent().start()
-    try:
-        async with running(settings, ManualClock(datetime.now(UTC))) as r:
-            token = await admin_token(settings.database_url)
-            ARTIFACTS.mkdir(exist_ok=True)
-            shot = ARTIFACTS / "web-page.png"
-            seen = await asyncio.to_thread(drive, r.urls["admin-api"], token, agent.url, shot)
-        assert "61 is outside 0-59" in seen["field_error"]
-        assert seen["secret"].startswith("whsec_")
-        assert '"instruction": "Write the daily digest"' in seen["request"]  # shown indented
-        assert "success" in seen["row"]
-        assert len(agent.received) == 1
-        assert shot.stat().st_size > 10_000
-        print(f"\nscreenshot: {shot}")
-    finally:
-        await agent.stop()
+async def test_sign_in_create_run_now_and_see_the_delivery(
+    settings: Settings, agent: Agent
+) -> None:
+    async with running(settings, ManualClock(datetime.now(UTC))) as r:
+        token = await admin_token(settings.database_url)
+        ARTIFACTS.mkdir(exist_ok=True)
+        shot = ARTIFACTS / "web-page.png"
+        seen = await asyncio.to_thread(drive, r.urls["admin-api"], token, agent.url, shot)
+    assert "61 is outside 0-59" in seen["field_error"]
+    assert seen["secret"].startswith("whsec_")
+    assert '"instruction": "Write the daily digest"' in seen["request"]  # shown indented
+    assert "success" in seen["row"]
+    assert len(agent.received) == 1
+    assert shot.stat().st_size > 10_000
+    print(f"\nscreenshot: {shot}")
 
 
 @pytest.mark.parametrize(

@@ -46,36 +46,31 @@ async def delivery_status(c: Any, token: str, delivery_id: int) -> str | None:
 
 
 async def test_with_quorum_every_queue_is_quorum_and_a_delivery_flows(
-    settings: Settings, vhost: str
+    settings: Settings, vhost: str, agent: Agent
 ) -> None:
     quorum = dataclasses.replace(settings, queue_type="quorum")
-    agent = await Agent().start()
-    try:
-        async with cluster(quorum) as c:
-            queues = await queues_of(vhost)
-            expected = {f"cronhooks.{n}{end}" for n in CONSUMERS for end in ("", ".dead")}
-            assert expected <= set(queues)
-            ours = {name: q for name, q in queues.items() if name.startswith("cronhooks.")}
-            assert {name: q["type"] for name, q in ours.items()} == dict.fromkeys(ours, "quorum")
-            for name in CONSUMERS:
-                args = queues[f"cronhooks.{name}"]["arguments"]
-                assert args["x-dead-letter-strategy"] == "at-least-once"
-                assert all(q["durable"] and not q["auto_delete"] for q in ours.values())
-
-            token = await c.admin_token("q")
-            created = await c.graphql(
-                token, CREATE_WEBHOOK, {"input": {"url": agent.url, "cronSchedule": "0 9 * * *"}}
-            )
-            hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
-            answer = await c.graphql(
-                token, f"mutation {{ triggerCronWebhook(webhookId: {hook_id}) {{ deliveryId }} }}"
-            )
-            delivery_id = answer["data"]["triggerCronWebhook"]["deliveryId"]
-            [got] = await agent.wait_for(1, timeout=15)
-            assert got.body["id"] == delivery_id
-            assert await delivery_status(c, token, delivery_id) == "success"
-    finally:
-        await agent.stop()
+    async with cluster(quorum) as c:
+        queues = await queues_of(vhost)
+        expected = {f"cronhooks.{n}{end}" for n in CONSUMERS for end in ("", ".dead")}
+        assert expected <= set(queues)
+        ours = {name: q for name, q in queues.items() if name.startswith("cronhooks.")}
+        assert {name: q["type"] for name, q in ours.items()} == dict.fromkeys(ours, "quorum")
+        for name in CONSUMERS:
+            args = queues[f"cronhooks.{name}"]["arguments"]
+            assert args["x-dead-letter-strategy"] == "at-least-once"
+            assert all(q["durable"] and not q["auto_delete"] for q in ours.values())
+        token = await c.admin_token("q")
+        created = await c.graphql(
+            token, CREATE_WEBHOOK, {"input": {"url": agent.url, "cronSchedule": "0 9 * * *"}}
+        )
+        hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
+        answer = await c.graphql(
+            token, f"mutation {{ triggerCronWebhook(webhookId: {hook_id}) {{ deliveryId }} }}"
+        )
+        delivery_id = answer["data"]["triggerCronWebhook"]["deliveryId"]
+        [got] = await agent.wait_for(1, timeout=15)
+        assert got.body["id"] == delivery_id
+        assert await delivery_status(c, token, delivery_id) == "success"
 
 
 async def _declare_as_consumer_does(amqp_url: str, name: str, queue_type: str) -> None:

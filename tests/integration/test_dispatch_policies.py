@@ -32,9 +32,10 @@ async def fail(_: web.Request, __: Received) -> web.StreamResponse:
     return web.Response(status=500, text="down")
 
 
-async def test_consecutive_failures_disable_and_reenabling_resets(settings: Settings) -> None:
+async def test_consecutive_failures_disable_and_reenabling_resets(
+    settings: Settings, agent: Agent
+) -> None:
     settings = dataclasses.replace(settings, auto_disable_after=3)
-    agent = await Agent().start()
     async with running(settings, ManualClock(now())) as r:
         token = await admin_token(settings.database_url)
         hook_id, _ = await create_webhook(r, token, agent.url_for("down", fail))
@@ -73,14 +74,14 @@ async def test_consecutive_failures_disable_and_reenabling_resets(settings: Sett
         await asyncio.sleep(0.3)
         _, body = await r.graphql(token, f"{{ cronWebhook(id: {hook_id}) {{ enabled }} }}")
         assert body["data"]["cronWebhook"]["enabled"] is True
-    await agent.stop()
 
 
-async def test_a_success_between_failures_starts_the_count_again(settings: Settings) -> None:
+async def test_a_success_between_failures_starts_the_count_again(
+    settings: Settings, agent: Agent
+) -> None:
     """Auto-disable counts *consecutive* failures: after 2 failures and a success, 2 more
     failures (4 in all, limit 3) leave the webhook enabled; a third in a row disables it."""
     settings = dataclasses.replace(settings, auto_disable_after=3)
-    agent = await Agent().start()
     down = True
 
     async def flaky(_: web.Request, __: Received) -> web.StreamResponse:
@@ -111,13 +112,13 @@ async def test_a_success_between_failures_starts_the_count_again(settings: Setti
             return True if b["data"]["cronWebhook"]["enabled"] is False else None
 
         assert await eventually(disabled)
-    await agent.stop()
 
 
-async def test_forbid_skips_a_slot_while_a_delivery_is_pending(settings: Settings) -> None:
+async def test_forbid_skips_a_slot_while_a_delivery_is_pending(
+    settings: Settings, agent: Agent
+) -> None:
     start = now().replace(second=0) + timedelta(seconds=30)
     clock = ManualClock(start)
-    agent = await Agent().start()
     release = asyncio.Event()
 
     async def held(_: web.Request, __: Received) -> web.StreamResponse:
@@ -154,7 +155,6 @@ async def test_forbid_skips_a_slot_while_a_delivery_is_pending(settings: Setting
         # With nothing pending any more, the following slot is delivered.
         clock.set(start + timedelta(seconds=90))
         await agent.wait_for(2, name="held")
-    await agent.stop()
 
 
 def local_hostname() -> tuple[str, str]:
@@ -166,10 +166,9 @@ def local_hostname() -> tuple[str, str]:
     return name, str(address)
 
 
-async def test_a_name_resolving_to_loopback_is_blocked(settings: Settings) -> None:
+async def test_a_name_resolving_to_loopback_is_blocked(settings: Settings, agent: Agent) -> None:
     settings = dataclasses.replace(settings, allow_private_targets=False)
     name, address = local_hostname()
-    agent = await Agent().start()
     async with running(settings, ManualClock(now())) as r:
         token = await admin_token(settings.database_url)
         hook_id, _ = await create_webhook(r, token, f"http://{name}:{agent.port}/hook")
@@ -191,29 +190,24 @@ async def test_a_name_resolving_to_loopback_is_blocked(settings: Settings) -> No
             error = body["errors"][0]
             assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "url"}, literal
             assert "private targets are not allowed" in error["message"]
-    await agent.stop()
 
 
 @pytest.mark.parametrize(
     "url", ["http://127.0.0.1:{port}/", "http://[::ffff:127.0.0.1]:{port}/", "http://[::1]:{port}/"]
 )
-async def test_the_dispatcher_refuses_literal_private_addresses(url: str) -> None:
-    agent = await Agent().start()
-    try:
-        async with sender_session() as http:
-            result = await sender.post(
-                http,
-                url.format(port=agent.port),
-                body=b"{}",
-                headers={},
-                timeout_seconds=2,
-                allow_private=False,
-            )
-        assert result.status is None and result.error is not None
-        assert result.error.startswith("blocked:") and "loopback" in result.error
-        assert agent.received == []
-    finally:
-        await agent.stop()
+async def test_the_dispatcher_refuses_literal_private_addresses(url: str, agent: Agent) -> None:
+    async with sender_session() as http:
+        result = await sender.post(
+            http,
+            url.format(port=agent.port),
+            body=b"{}",
+            headers={},
+            timeout_seconds=2,
+            allow_private=False,
+        )
+    assert result.status is None and result.error is not None
+    assert result.error.startswith("blocked:") and "loopback" in result.error
+    assert agent.received == []
 
 
 def sender_session():  # type: ignore[no-untyped-def]
@@ -224,9 +218,10 @@ def sender_session():  # type: ignore[no-untyped-def]
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(**connector_kwargs(False)))
 
 
-async def test_a_retry_survives_a_restart_of_every_service(settings: Settings) -> None:
+async def test_a_retry_survives_a_restart_of_every_service(
+    settings: Settings, agent: Agent
+) -> None:
     clock = ManualClock(now())
-    agent = await Agent().start()
     answers = iter([500, 200])
 
     async def once_down(_: web.Request, __: Received) -> web.StreamResponse:
@@ -245,4 +240,3 @@ async def test_a_retry_survives_a_restart_of_every_service(settings: Settings) -
         assert d["status"] == "success" and d["attempt"] == 2
         # a retry is one more attempt of the manual delivery, not a new trigger
         assert (await delivery(r, token, delivery_id))["trigger"] == "MANUAL"
-    await agent.stop()

@@ -169,61 +169,57 @@ def json_example(name: str, marker: str) -> dict[str, Any]:
     return parsed
 
 
-async def test_the_signature_snippets_verify_real_requests(settings: Settings) -> None:
+async def test_the_signature_snippets_verify_real_requests(
+    settings: Settings, agent: Agent
+) -> None:
     code = snippets()
-    agent = await Agent().start()
-    try:
-        async with running(settings, SystemClock(), ("admin-api", "dispatcher", "importer")) as r:
-            token = await admin_token(settings.database_url, "docs")
-            plain = "a plain secret of the admin, 24+ characters"
-            for fields in ({"passApiKey": True}, {"secret": plain}):
-                secret, got = await delivered(r, token, agent, **fields)
-                assert secret.startswith("whsec_") == ("secret" not in fields)
-                assert code["verify_standard"](secret, got.headers, got.raw) == got.body
-                assert code["standard_ok"](secret, got.headers, got.raw)
-                assert code["trip2g_ok"](secret, got.headers, got.raw)
-                forged = got.raw.replace(b'"attempt":1', b'"attempt":2')
-                assert forged != got.raw
-                assert not code["standard_ok"](secret, got.headers, forged)
-                assert not code["trip2g_ok"](secret, got.headers, forged)
-                with pytest.raises(code["WebhookVerificationError"]):
-                    code["verify_standard"](secret, got.headers, forged)
-                other = "whsec_" + "A" * 43 + "=" if secret.startswith("whsec_") else plain + "x"
-                with pytest.raises(code["WebhookVerificationError"]):
-                    code["verify_standard"](other, got.headers, got.raw)
-                assert not code["standard_ok"](other, got.headers, got.raw)
-                assert not code["trip2g_ok"](other, got.headers, got.raw)
-            # The example body of a cron delivery has the keys of a real one (a first
-            # attempt has no previous_error; this one passed an api_token).
-            first = agent.received[0].body
-            shown = json_example("webhooks.md", "### Body of a cron webhook")
-            assert set(shown) - {"previous_error"} == set(first)
-            assert shown["response_schema"] == first["response_schema"]
-            headers = {k.lower() for k in agent.received[0].headers}
-            table = page("webhooks.md").split("## The request")[1].split("###")[0]
-            for line in block_after("webhooks.md", "## The request").splitlines()[1:]:
-                assert line.split(":")[0].lower() in headers, line
-            assert "x-webhook-attempt" in table.lower()
-    finally:
-        await agent.stop()
+    async with running(settings, SystemClock(), ("admin-api", "dispatcher", "importer")) as r:
+        token = await admin_token(settings.database_url, "docs")
+        plain = "a plain secret of the admin, 24+ characters"
+        for fields in ({"passApiKey": True}, {"secret": plain}):
+            secret, got = await delivered(r, token, agent, **fields)
+            assert secret.startswith("whsec_") == ("secret" not in fields)
+            assert code["verify_standard"](secret, got.headers, got.raw) == got.body
+            assert code["standard_ok"](secret, got.headers, got.raw)
+            assert code["trip2g_ok"](secret, got.headers, got.raw)
+            forged = got.raw.replace(b'"attempt":1', b'"attempt":2')
+            assert forged != got.raw
+            assert not code["standard_ok"](secret, got.headers, forged)
+            assert not code["trip2g_ok"](secret, got.headers, forged)
+            with pytest.raises(code["WebhookVerificationError"]):
+                code["verify_standard"](secret, got.headers, forged)
+            other = "whsec_" + "A" * 43 + "=" if secret.startswith("whsec_") else plain + "x"
+            with pytest.raises(code["WebhookVerificationError"]):
+                code["verify_standard"](other, got.headers, got.raw)
+            assert not code["standard_ok"](other, got.headers, got.raw)
+            assert not code["trip2g_ok"](other, got.headers, got.raw)
+        # The example body of a cron delivery has the keys of a real one (a first
+        # attempt has no previous_error; this one passed an api_token).
+        first = agent.received[0].body
+        shown = json_example("webhooks.md", "### Body of a cron webhook")
+        assert set(shown) - {"previous_error"} == set(first)
+        assert shown["response_schema"] == first["response_schema"]
+        headers = {k.lower() for k in agent.received[0].headers}
+        table = page("webhooks.md").split("## The request")[1].split("###")[0]
+        for line in block_after("webhooks.md", "## The request").splitlines()[1:]:
+            assert line.split(":")[0].lower() in headers, line
+        assert "x-webhook-attempt" in table.lower()
 
 
-async def test_the_change_body_example_has_the_keys_of_a_real_one(settings: Settings) -> None:
-    agent = await Agent().start()
-    try:
-        async with running(settings, SystemClock(), ("admin-api", "dispatcher", "importer")) as r:
-            token = await admin_token(settings.database_url, "docs")
-            await create_change_webhook(
-                r, token, agent.url, includePatterns=["blog/*"], instruction="Check spelling"
-            )
-            await push_notes(r, token, ("blog/post.md", "test"))
-            got = await eventually(lambda: _first(agent))
-            shown = json_example("webhooks.md", "### Body of a change webhook")
-            assert set(shown) == set(got.body)
-            assert set(shown["changes"][0]) == set(got.body["changes"][0])
-            assert shown["changes"][0]["content_hash"] == got.body["changes"][0]["content_hash"]
-    finally:
-        await agent.stop()
+async def test_the_change_body_example_has_the_keys_of_a_real_one(
+    settings: Settings, agent: Agent
+) -> None:
+    async with running(settings, SystemClock(), ("admin-api", "dispatcher", "importer")) as r:
+        token = await admin_token(settings.database_url, "docs")
+        await create_change_webhook(
+            r, token, agent.url, includePatterns=["blog/*"], instruction="Check spelling"
+        )
+        await push_notes(r, token, ("blog/post.md", "test"))
+        got = await eventually(lambda: _first(agent))
+        shown = json_example("webhooks.md", "### Body of a change webhook")
+        assert set(shown) == set(got.body)
+        assert set(shown["changes"][0]) == set(got.body["changes"][0])
+        assert shown["changes"][0]["content_hash"] == got.body["changes"][0]["content_hash"]
 
 
 async def _first(agent: Agent) -> Received | None:

@@ -188,22 +188,20 @@ async def first_fire_error(dsn: str) -> str | None:
 
 
 @pytest.mark.parametrize(("host", "meaning"), ODD_LITERALS)
-async def test_the_sender_blocks_the_literal_before_connecting(host: str, meaning: str) -> None:
-    agent = await Agent().start()
-    try:
-        async with aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(**connector_kwargs(False))
-        ) as http:
-            result = await sender.post(
-                http,
-                f"http://{host}:{agent.port}/hook",
-                body=b"{}",
-                headers={},
-                timeout_seconds=2,
-                allow_private=False,
-            )
-        assert result.status is None and result.error is not None
-        assert result.error.startswith(f"blocked: {meaning}"), result.error
-        assert agent.received == []
-    finally:
-        await agent.stop()
+async def test_the_sender_blocks_the_literal_before_connecting(
+    host: str, meaning: str, agent: Agent
+) -> None:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(**connector_kwargs(False))
+    ) as http:
+        result = await sender.post(
+            http,
+            f"http://{host}:{agent.port}/hook",
+            body=b"{}",
+            headers={},
+            timeout_seconds=2,
+            allow_private=False,
+        )
+    assert result.status is None and result.error is not None
+    assert result.error.startswith(f"blocked: {meaning}"), result.error
+    assert agent.received == []

@@ -168,52 +168,47 @@ async def note_over_graphql(r: Running, token: str, path: str) -> dict | None:  
     return body["data"]["note"]  # type: ignore[no-any-return]
 
 
-async def test_async_loop_202_then_push_with_the_api_token(system: System) -> None:
+async def test_async_loop_202_then_push_with_the_api_token(system: System, agent: Agent) -> None:
     got: list[Received] = []
 
     async def accept(_: web.Request, entry: Received) -> web.StreamResponse:
         got.append(entry)
         return web.json_response({"status": "accepted"}, status=202)
 
-    agent = await Agent().start()
-    try:
-        hook_id, _ = await create_webhook(
-            system,
-            system.admin,
-            agent.url_for("async", accept),
-            passApiKey=True,
-            writePatterns=["reports/*"],
-        )
-        d = await finished(system, system.admin, await trigger(system, system.admin, hook_id))
-        assert d["status"] == "success"
-        body = got[0].body
-        # The agent works later and pushes through the token API at api_url.
-        assert body["api_url"] == system.settings.api_public_url
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(
-                f"{system.urls['importer']}/api/notes",
-                headers={"Authorization": f"Bearer {body['api_token']}"},
-                json={
-                    "changes": [
-                        {"path": "reports/weekly.md", "content": "# Weekly", "expected_hash": ""}
-                    ]
-                },
-            ) as resp,
-        ):
-            assert resp.status == 200
-        note = await eventually(
-            lambda: note_over_graphql(system, system.admin, "reports/weekly.md")
-        )
-        assert note["depth"] == 1 and note["version"] == 1
-        assert note["contentHash"] == content_hash("# Weekly")
-        assert note["updatedBy"] == f"webhook:{hook_id} delivery:{d['id']}"
-    finally:
-        await agent.stop()
+    hook_id, _ = await create_webhook(
+        system,
+        system.admin,
+        agent.url_for("async", accept),
+        passApiKey=True,
+        writePatterns=["reports/*"],
+    )
+    d = await finished(system, system.admin, await trigger(system, system.admin, hook_id))
+    assert d["status"] == "success"
+    body = got[0].body
+    # The agent works later and pushes through the token API at api_url.
+    assert body["api_url"] == system.settings.api_public_url
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{system.urls['importer']}/api/notes",
+            headers={"Authorization": f"Bearer {body['api_token']}"},
+            json={
+                "changes": [
+                    {"path": "reports/weekly.md", "content": "# Weekly", "expected_hash": ""}
+                ]
+            },
+        ) as resp,
+    ):
+        assert resp.status == 200
+    note = await eventually(lambda: note_over_graphql(system, system.admin, "reports/weekly.md"))
+    assert note["depth"] == 1 and note["version"] == 1
+    assert note["contentHash"] == content_hash("# Weekly")
+    assert note["updatedBy"] == f"webhook:{hook_id} delivery:{d['id']}"
 
 
 async def test_sync_loop_notes_visible_over_graphql_and_conflicts_name_the_path(
     system: System,
+    agent: Agent,
 ) -> None:
     answer = {
         "status": "ok",
@@ -223,35 +218,31 @@ async def test_sync_loop_notes_visible_over_graphql_and_conflicts_name_the_path(
     async def answer_changes(_: web.Request, __: Received) -> web.StreamResponse:
         return web.json_response(answer)
 
-    agent = await Agent().start()
-    try:
-        hook_id, _ = await create_webhook(
-            system,
-            system.admin,
-            agent.url_for("sync", answer_changes),
-            writePatterns=["digests/*"],
-            maxRetries=1,
-        )
-        assert (await finished(system, system.admin, await trigger(system, system.admin, hook_id)))[
-            "status"
-        ] == "success"
-        note = await eventually(lambda: note_over_graphql(system, system.admin, "digests/today.md"))
-        assert note["depth"] == 1 and note["version"] == 1
-        _, listing = await system.graphql(
-            system.admin, '{ notes(pattern: "digests/*") { path version } }'
-        )
-        assert listing["data"]["notes"] == [{"path": "digests/today.md", "version": 1}]
-        # The same answer again: the note exists, expected_hash "" conflicts, the attempt
-        # fails and the retry's previous_error names the path.
-        delivery_id = await trigger(system, system.admin, hook_id)
-        await eventually(lambda: retry_due(system.dsn, delivery_id))
-        system.clock.advance(timedelta(seconds=10))
-        await finished(system, system.admin, delivery_id)
-        retry = agent.at("sync")[-1].body
-        assert retry["attempt"] == 2
-        assert "digests/today.md: note already exists" in retry["previous_error"]
-    finally:
-        await agent.stop()
+    hook_id, _ = await create_webhook(
+        system,
+        system.admin,
+        agent.url_for("sync", answer_changes),
+        writePatterns=["digests/*"],
+        maxRetries=1,
+    )
+    assert (await finished(system, system.admin, await trigger(system, system.admin, hook_id)))[
+        "status"
+    ] == "success"
+    note = await eventually(lambda: note_over_graphql(system, system.admin, "digests/today.md"))
+    assert note["depth"] == 1 and note["version"] == 1
+    _, listing = await system.graphql(
+        system.admin, '{ notes(pattern: "digests/*") { path version } }'
+    )
+    assert listing["data"]["notes"] == [{"path": "digests/today.md", "version": 1}]
+    # The same answer again: the note exists, expected_hash "" conflicts, the attempt
+    # fails and the retry's previous_error names the path.
+    delivery_id = await trigger(system, system.admin, hook_id)
+    await eventually(lambda: retry_due(system.dsn, delivery_id))
+    system.clock.advance(timedelta(seconds=10))
+    await finished(system, system.admin, delivery_id)
+    retry = agent.at("sync")[-1].body
+    assert retry["attempt"] == 2
+    assert "digests/today.md: note already exists" in retry["previous_error"]
 
 
 async def test_notes_are_the_store_of_truth_in_postgres(system: System) -> None:
