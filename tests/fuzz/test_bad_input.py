@@ -20,7 +20,7 @@ from cronhooks_common.globs import pattern_problem
 from cronhooks_common.settings import Settings
 from cronhooks_common.tokens import ApiTokens
 from tests.support.agent import Received
-from tests.support.flows import create_webhook, finished, trigger
+from tests.support.flows import create_webhook, event_count, finished, trigger
 from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.inprocess import Running
 from tests.support.system import System
@@ -114,14 +114,6 @@ _ONCE: dict[tuple[str, str], Any] = {}
 
 
 pytestmark = pytest.mark.system(settings={"allow_private_targets": False}, open_webhook=True)
-
-
-async def event_count(dsn: str) -> int:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return int(await conn.fetchval("select count(*) from eventstore.events"))
-    finally:
-        await conn.close()
 
 
 async def post_graphql(r: Running, token: str, query: str, variables: Any) -> tuple[int, Any]:

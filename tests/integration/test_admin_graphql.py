@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 import structlog
 
+from tests.support.flows import event_count
 from tests.support.graphql import CREATE_WEBHOOK_IN_FULL
 from tests.support.system import System
 
@@ -26,14 +27,6 @@ def webhook_input(**over: object) -> dict[str, object]:
         "instruction": "digest",
         **over,
     }
-
-
-async def event_count(pool_dsn: str) -> int:
-    conn = await asyncpg.connect(pool_dsn)
-    try:
-        return int(await conn.fetchval("select count(*) from eventstore.events"))
-    finally:
-        await conn.close()
 
 
 async def test_missing_or_unknown_token_is_unauthenticated(system: System) -> None:

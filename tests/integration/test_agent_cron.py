@@ -24,6 +24,7 @@ from cronhooks_common.crypto import SecretBox
 from cronhooks_common.keys import active_key, published_jwks
 from cronhooks_common.settings import Settings
 from cronhooks_dispatcher.fire import FireCaller
+from tests.support.flows import agent_cron
 from tests.support.graphql import CREATE_AGENT
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.processes import cli_ok
@@ -61,21 +62,6 @@ async def make_agent(
     )
     created = body["data"]["createAgent"]
     return agent, created["accessToken"], created["agent"]["id"]
-
-
-async def api(
-    r: Running, token: str | None, method: str, path: str, body: Any = None
-) -> tuple[int, Any]:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.request(
-            method,
-            f"{r.urls['admin-api']}/api/agent-cron/{path}",
-            json=body,
-            headers={} if token is None else {"Authorization": f"Bearer {token}"},
-        ) as resp,
-    ):
-        return resp.status, await resp.json(content_type=None)
 
 
 def jwks_url(r: Running) -> str:
@@ -140,7 +126,7 @@ async def test_provision_then_fire_at_fire_at_with_a_verified_jwt(
         system, system.admin, system.settings, tmp_path, "inst-1"
     )
     fire_at = system.clock.now() + timedelta(seconds=30)
-    status, body = await api(
+    status, body = await agent_cron(
         system,
         token,
         "POST",
@@ -185,7 +171,7 @@ async def test_provision_then_fire_at_fire_at_with_a_verified_jwt(
 
 
 async def _empty_list(r: Running, token: str) -> bool:
-    _, body = await api(r, token, "GET", "list")
+    _, body = await agent_cron(r, token, "GET", "list")
     return body["jobs"] == []
 
 
@@ -202,12 +188,13 @@ async def test_duplicate_and_replacing_provisions_and_cancel(
         "agent_callback_url": agent.url,
     }
     ids = {
-        (await api(system, token, "POST", "provision", first))[1]["schedule_id"] for _ in range(3)
+        (await agent_cron(system, token, "POST", "provision", first))[1]["schedule_id"]
+        for _ in range(3)
     }
     assert len(ids) == 1  # the same call thrice arms one trigger
     moved = {**first, "fire_at": (t0 + timedelta(seconds=20)).isoformat()}
-    assert (await api(system, token, "POST", "provision", moved))[1]["schedule_id"] in ids
-    _, listing = await api(system, token, "GET", "list")
+    assert (await agent_cron(system, token, "POST", "provision", moved))[1]["schedule_id"] in ids
+    _, listing = await agent_cron(system, token, "GET", "list")
     assert (
         listing["jobs"]
         == listing["armed"]
@@ -228,9 +215,12 @@ async def test_duplicate_and_replacing_provisions_and_cancel(
     await agent.wait_runs(1)
     # A job armed and cancelled never fires; cancelling twice or an unknown job is fine.
     other = {"job_id": "k", "fire_at": (t0 + timedelta(seconds=40)).isoformat()}
-    await api(system, token, "POST", "provision", other)
+    await agent_cron(system, token, "POST", "provision", other)
     for job in ("k", "k", "never-armed"):
-        assert await api(system, token, "POST", "cancel", {"job_id": job}) == (200, {"ok": True})
+        assert await agent_cron(system, token, "POST", "cancel", {"job_id": job}) == (
+            200,
+            {"ok": True},
+        )
     await eventually(lambda: _due_is(system.settings, agent_id, "k", None))
     system.clock.set(t0 + timedelta(seconds=60))
     await asyncio.sleep(0.3)
@@ -246,15 +236,15 @@ async def test_agents_cannot_see_or_touch_each_others_jobs(system: System, tmp_p
     a, token_a, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-a")
     b, token_b, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-b")
     when = (system.clock.now() + timedelta(seconds=5)).isoformat()
-    await api(system, token_a, "POST", "provision", {"job_id": "shared", "fire_at": when})
-    assert (await api(system, token_b, "GET", "list"))[1] == {"jobs": [], "armed": []}
-    await api(system, token_b, "POST", "cancel", {"job_id": "shared"})
-    assert len((await api(system, token_a, "GET", "list"))[1]["jobs"]) == 1
+    await agent_cron(system, token_a, "POST", "provision", {"job_id": "shared", "fire_at": when})
+    assert (await agent_cron(system, token_b, "GET", "list"))[1] == {"jobs": [], "armed": []}
+    await agent_cron(system, token_b, "POST", "cancel", {"job_id": "shared"})
+    assert len((await agent_cron(system, token_a, "GET", "list"))[1]["jobs"]) == 1
     system.clock.advance(timedelta(seconds=5))
     await a.wait_runs(1)
     await asyncio.sleep(0.3)
     assert b.runs == [] and b.requests == []
-    assert (await api(system, "chg_not-a-token", "GET", "list"))[0] == 401
+    assert (await agent_cron(system, "chg_not-a-token", "GET", "list"))[0] == 401
     await a.stop()
     await b.stop()
 
@@ -281,15 +271,15 @@ async def test_malformed_provisions_name_the_field(
     system: System, tmp_path: Path, body, field
 ) -> None:  # type: ignore[no-untyped-def]
     agent, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-v")
-    status, answer = await api(system, token, "POST", "provision", body)
+    status, answer = await agent_cron(system, token, "POST", "provision", body)
     assert status == 400 and answer["field"] == field, answer
-    assert (await api(system, token, "GET", "list"))[1] == {"jobs": [], "armed": []}
+    assert (await agent_cron(system, token, "GET", "list"))[1] == {"jobs": [], "armed": []}
     await agent.stop()
 
 
 async def test_a_past_fire_at_fires_at_once(system: System, tmp_path: Path) -> None:
     agent, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-p")
-    await api(
+    await agent_cron(
         system,
         token,
         "POST",
@@ -308,7 +298,7 @@ async def test_a_503_then_202_agent_runs_the_job_once(system: System, tmp_path: 
     agent, token, _ = await make_agent(
         system, system.admin, system.settings, tmp_path, "inst-w", ready=ready, ready_timeout=0.2
     )
-    await api(
+    await agent_cron(
         system,
         token,
         "POST",
@@ -340,7 +330,7 @@ async def test_two_replicas_sharing_a_claim_store_run_once(system: System, tmp_p
         ),
         store=SqliteClaimStore(tmp_path / "inst-r.db"),
     ).start()
-    await api(
+    await agent_cron(
         system,
         token,
         "POST",
@@ -463,7 +453,7 @@ async def test_reconcile_arms_rearms_and_cancels(system: System, tmp_path: Path)
 async def fire_now(r: Running, token: str, agent: SdkAgent, clock: ManualClock, job_id: str) -> str:
     """Provision `job_id` due now, wait for its fire and return the fire's JWT."""
     before = len(agent.runs)
-    status, _ = await api(
+    status, _ = await agent_cron(
         r, token, "POST", "provision", {"job_id": job_id, "fire_at": clock.now().isoformat()}
     )
     assert status == 200
@@ -644,11 +634,11 @@ async def test_hermes_style_reconcile_finds_nothing_to_rearm(
     }
     for job_id, fire_at in wanted.items():
         body = {"job_id": job_id, "fire_at": fire_at, "agent_callback_url": agent.url}
-        assert (await api(system, token, "POST", "provision", body))[0] == 200
+        assert (await agent_cron(system, token, "POST", "provision", body))[0] == 200
     armed_before = await armed_events(system.dsn)
     assert armed_before == len(wanted)
 
-    _, listing = await api(system, token, "GET", "list")
+    _, listing = await agent_cron(system, token, "GET", "list")
     listed = {job["job_id"]: job["fire_at"] for job in listing["armed"]}
     assert listed == wanted  # byte for byte
     assert listing["armed"] == listing["jobs"]
@@ -658,14 +648,14 @@ async def test_hermes_style_reconcile_finds_nothing_to_rearm(
     # Provisioning the same again arms nothing new.
     for job_id, fire_at in wanted.items():
         body = {"job_id": job_id, "fire_at": fire_at, "agent_callback_url": agent.url}
-        assert (await api(system, token, "POST", "provision", body))[0] == 200
+        assert (await agent_cron(system, token, "POST", "provision", body))[0] == 200
     assert await armed_events(system.dsn) == armed_before
     # The same instant spelled another way re-arms in place: still one trigger for the job,
     # and the list (and the callback, by the new trigger.armed) echo the new spelling.
     respelled = {"job_id": "zulu", "fire_at": base.isoformat(), "agent_callback_url": agent.url}
-    assert (await api(system, token, "POST", "provision", respelled))[0] == 200
+    assert (await agent_cron(system, token, "POST", "provision", respelled))[0] == 200
     assert await armed_events(system.dsn) == armed_before + 1
-    _, listing = await api(system, token, "GET", "list")
+    _, listing = await agent_cron(system, token, "GET", "list")
     assert [j["fire_at"] for j in listing["armed"] if j["job_id"] == "zulu"] == [base.isoformat()]
 
     async def zulu_timers() -> list[str] | None:
@@ -687,7 +677,7 @@ async def test_hermes_style_reconcile_finds_nothing_to_rearm(
 async def test_the_fire_echoes_fire_at_as_provisioned(system: System, tmp_path: Path) -> None:
     agent, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "echo")
     spelled = system.clock.now().strftime("%Y-%m-%dT%H:%M:%S.0Z")  # not how the platform writes it
-    await api(system, token, "POST", "provision", {"job_id": "e", "fire_at": spelled})
+    await agent_cron(system, token, "POST", "provision", {"job_id": "e", "fire_at": spelled})
     [(job_id, fired_for)] = await agent.wait_runs(1)
     assert (job_id, fired_for) == ("e", spelled)
     assert json.loads(agent.requests[-1]["body"]) == {"job_id": "e", "fire_at": spelled}  # type: ignore[arg-type]
@@ -717,7 +707,7 @@ async def test_revoked_tokens_are_invalid_client_and_unknown_ones_401(
     assert body["data"]["deleteAgent"]["id"] == gone_id
 
     async def status_of(token: str | None) -> tuple[int, Any]:
-        return await api(system, token, "GET", "list")
+        return await agent_cron(system, token, "GET", "list")
 
     assert await status_of(third) == (200, {"jobs": [], "armed": []})
     for revoked in (first, second, gone_token):
@@ -735,7 +725,7 @@ async def test_revoked_tokens_are_invalid_client_and_unknown_ones_401(
         assert resp.status == 401  # not a Bearer token
     # A revoked token is refused for writes as well, and arms nothing.
     provision = {"job_id": "j", "fire_at": "2030-01-01T00:00:00Z"}
-    assert (await api(system, first, "POST", "provision", provision))[0] == 403
+    assert (await agent_cron(system, first, "POST", "provision", provision))[0] == 403
     assert await armed_events(system.dsn) == 0
     await agent.stop()
     await gone.stop()

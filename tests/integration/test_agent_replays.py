@@ -13,40 +13,26 @@ from typing import Any
 import aiohttp
 
 from cronhooks_agent import FireVerifier, SqliteClaimStore
-from cronhooks_common.settings import Settings
-from tests.support.graphql import CREATE_AGENT
-from tests.support.inprocess import Running, eventually
+from tests.support.flows import create_agent, provision
+from tests.support.inprocess import eventually
 from tests.support.sdk_agent import SdkAgent
 from tests.support.system import System
 
 
-def replica(r: Running, settings: Settings, store: Path, **kw: Any) -> SdkAgent:
+def replica(system: System, store: Path, **kw: Any) -> SdkAgent:
     """An agent process: its own verifier (and record of jtis), the shared claim store."""
     verifier = FireVerifier(
-        jwks_url=f"{r.urls['admin-api']}/.well-known/jwks.json",
+        jwks_url=f"{system.urls['admin-api']}/.well-known/jwks.json",
         audience="agent:replays",
-        issuer=settings.public_url,
+        issuer=system.settings.public_url,
     )
     return SdkAgent(verifier=verifier, store=SqliteClaimStore(store), **kw)
 
 
-async def register(r: Running, admin: str, agent: SdkAgent) -> str:
-    _, body = await r.graphql(
-        admin, CREATE_AGENT, {"input": {"instanceId": "replays", "callbackUrl": agent.url}}
-    )
-    return str(body["data"]["createAgent"]["accessToken"])
-
-
-async def provision(r: Running, token: str, job_id: str, fire_at: datetime) -> None:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{r.urls['admin-api']}/api/agent-cron/provision",
-            json={"job_id": job_id, "fire_at": fire_at.isoformat()},
-            headers={"Authorization": f"Bearer {token}"},
-        ) as resp,
-    ):
-        assert resp.status == 200, await resp.text()
+async def register(system: System, agent: SdkAgent) -> str:
+    """A platform agent that calls `agent` back: its access token."""
+    token, _ = await create_agent(system, system.admin, agent.url, "replays")
+    return token
 
 
 def authorization(request: dict[str, object]) -> str:
@@ -71,11 +57,14 @@ async def replay(target: SdkAgent, request: dict[str, object]) -> int:
 async def test_a_replayed_fire_is_refused_and_never_runs_the_job_again(
     system: System, tmp_path: Path
 ) -> None:
-    one = await replica(system, system.settings, tmp_path / "claims.db").start()
-    two = await replica(system, system.settings, tmp_path / "claims.db").start()
+    one = await replica(system, tmp_path / "claims.db").start()
+    two = await replica(system, tmp_path / "claims.db").start()
     try:
         await provision(
-            system, await register(system, system.admin, one), "once", system.clock.now()
+            system,
+            await register(system, one),
+            job_id="once",
+            fire_at=system.clock.now().isoformat(),
         )
         await one.wait_runs(1)
         fire = one.requests[-1]
@@ -97,11 +86,14 @@ async def test_the_platforms_retry_is_a_fresh_token_and_gets_through(
     # start a minute back, so that after the 60 s Retry-After both agree again.
     system.clock.set(datetime.now(UTC) - timedelta(seconds=59))
     ready = asyncio.Event()
-    agent = replica(system, system.settings, tmp_path / "claims.db", ready=ready, ready_timeout=0.2)
+    agent = replica(system, tmp_path / "claims.db", ready=ready, ready_timeout=0.2)
     await agent.start()
     try:
         await provision(
-            system, await register(system, system.admin, agent), "wake", system.clock.now()
+            system,
+            await register(system, agent),
+            job_id="wake",
+            fire_at=system.clock.now().isoformat(),
         )
         await eventually(lambda: _answered(agent, [503]))
         ready.set()

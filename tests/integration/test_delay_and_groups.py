@@ -18,6 +18,7 @@ from tests.support.agent import Agent, Received
 from tests.support.flows import (
     create_webhook,
     delivery,
+    event_count,
     events_of,
     finished,
     scheduler_applied,
@@ -440,14 +441,6 @@ async def lanes_idle(dsn: str) -> bool:
                    and not exists (select 1 from dispatcher.pending)"""
             )
         )
-    finally:
-        await conn.close()
-
-
-async def event_count(dsn: str) -> int:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return int(await conn.fetchval("select count(*) from eventstore.events"))
     finally:
         await conn.close()
 

@@ -12,7 +12,6 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import pika
 from aiohttp import web
 
@@ -20,8 +19,7 @@ from cronhooks_common import db, work
 from cronhooks_common.clock import iso
 from cronhooks_common.trust import DROPPED
 from tests.support.agent import Received
-from tests.support.flows import create_webhook
-from tests.support.graphql import CREATE_AGENT
+from tests.support.flows import create_agent, create_webhook, provision
 from tests.support.inprocess import eventually
 from tests.support.system import System
 
@@ -144,22 +142,8 @@ async def test_forged_and_altered_messages_sign_send_and_write_nothing(
         writePatterns=[],
         instruction="benign",
     )
-    _, body = await system.graphql(
-        system.admin,
-        CREATE_AGENT,
-        {"input": {"instanceId": "victim", "callbackUrl": system.agent.url}},
-    )
-    agent_id = body["data"]["createAgent"]["agent"]["id"]
-    token = body["data"]["createAgent"]["accessToken"]
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{system.urls['admin-api']}/api/agent-cron/provision",
-            json={"job_id": "j1", "fire_at": "2099-01-01T00:00:00Z"},
-            headers={"Authorization": f"Bearer {token}"},
-        ) as resp,
-    ):
-        assert resp.status == 200
+    token, agent_id = await create_agent(system, system.admin, system.agent.url, "victim")
+    await provision(system, token, job_id="j1", fire_at="2099-01-01T00:00:00Z")
     conn = await db.connect(system.dsn, name="test")
     try:
         created = await conn.fetchrow(

@@ -20,6 +20,7 @@ from cronhooks_scheduler.loop import SchedulerLoop
 from tests.support.agent import Agent, Received
 from tests.support.flows import (
     create_webhook,
+    cron_due,
     events_of,
     finished,
     scheduler_applied,
@@ -42,16 +43,6 @@ def noon() -> datetime:
     """30 s before a minute boundary, at noon UTC of today: the test's minutes never cross a
     day, in UTC or in the zones used here. (Nothing here verifies a signature's age.)"""
     return datetime.now(UTC).replace(hour=12, minute=0, second=30, microsecond=0)
-
-
-async def timer_due(dsn: str, webhook_id: int) -> datetime | None:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetchval(
-            "select due_at from scheduler.timers where timer_key = $1", f"cron:{webhook_id}"
-        )
-    finally:
-        await conn.close()
 
 
 async def counts(dsn: str, webhook_id: int) -> dict[date, int]:
@@ -116,7 +107,7 @@ async def update(r: Running, token: str, dsn: str, hook_id: int, **fields: Any) 
 
 async def wait_timer(dsn: str, hook_id: int, due: datetime) -> None:
     async def check() -> bool:
-        return await timer_due(dsn, hook_id) == due
+        return await cron_due(dsn, hook_id) == due
 
     await eventually(check)
 

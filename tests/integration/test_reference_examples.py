@@ -34,6 +34,7 @@ from tests.support.flows import (
     create_agent,
     create_change_webhook,
     create_webhook,
+    provision,
     push_notes,
     trigger,
 )
@@ -243,16 +244,10 @@ async def test_the_fire_jwt_snippet_verifies_a_real_callback(settings: Settings)
         async with running(settings, SystemClock()) as r:
             token = await admin_token(settings.database_url, "docs")
             access, _ = await create_agent(r, token, callback, "hermes-1")
-            async with (
-                aiohttp.ClientSession() as session,
-                session.post(
-                    f"{r.urls['admin-api']}/api/agent-cron/provision",
-                    json={"job_id": "daily-digest", "fire_at": "2026-02-09T09:00:00+01:00"},
-                    headers={"Authorization": f"Bearer {access}"},
-                ) as resp,
-            ):
-                assert resp.status == 200, await resp.text()
-                assert set(await resp.json()) == {"schedule_id"}
+            answer = await provision(
+                r, access, job_id="daily-digest", fire_at="2026-02-09T09:00:00+01:00"
+            )
+            assert set(answer) == {"schedule_id"}
             await eventually(lambda: _some(fires))
             [code] = [c for c in blocks("agent-api.md", "python") if "PyJWKClient" in c]
             code = code.replace(

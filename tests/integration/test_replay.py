@@ -19,7 +19,14 @@ from aiohttp import web
 from cronhooks_admin import replay
 from cronhooks_common.clock import iso
 from tests.support.agent import Received
-from tests.support.flows import create_change_webhook, create_webhook, events_of, finished, trigger
+from tests.support.flows import (
+    create_change_webhook,
+    create_webhook,
+    event_count,
+    events_of,
+    finished,
+    trigger,
+)
 from tests.support.graphql import PUSH_NOTES, REPLAY_DELIVERIES, UPDATE_CHANGE_WEBHOOK
 from tests.support.inprocess import Running, eventually, window_start
 from tests.support.system import System
@@ -322,14 +329,6 @@ async def alert_resolved(dsn: str) -> bool:
                 "select count(*) from eventstore.events where type = 'alert.resolved'"
             )
         )
-    finally:
-        await conn.close()
-
-
-async def event_count(dsn: str) -> int:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return int(await conn.fetchval("select count(*) from eventstore.events"))
     finally:
         await conn.close()
 

@@ -14,21 +14,12 @@ from cronhooks_common.clock import ManualClock
 from cronhooks_common.events import EventType
 from cronhooks_scheduler.firing import fire_due
 from cronhooks_scheduler.loop import SchedulerLoop
+from tests.support.flows import cron_due
 from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.inprocess import eventually, window_start
 from tests.support.system import System
 
 pytestmark = pytest.mark.system(start=window_start)
-
-
-async def timer_due(dsn: str, webhook_id: int) -> datetime | None:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetchval(
-            "select due_at from scheduler.timers where timer_key = $1", f"cron:{webhook_id}"
-        )
-    finally:
-        await conn.close()
 
 
 async def test_scheduled_slot_reaches_the_agent_signed(system: System) -> None:
@@ -50,7 +41,7 @@ async def test_scheduled_slot_reaches_the_agent_signed(system: System) -> None:
     assert created["cronWebhook"]["nextRunAt"] == slot.isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"
     )
-    assert await eventually(lambda: timer_due(system.dsn, hook_id)) == slot
+    assert await eventually(lambda: cron_due(system.dsn, hook_id)) == slot
 
     system.clock.advance(timedelta(seconds=149))
     await asyncio.sleep(0.3)
@@ -91,7 +82,7 @@ async def test_scheduled_slot_reaches_the_agent_signed(system: System) -> None:
         "+00:00", "Z"
     )
     assert data["cronWebhook"]["lastDeliveryStatus"] == "success"
-    assert await timer_due(system.dsn, hook_id) == next_slot
+    assert await cron_due(system.dsn, hook_id) == next_slot
 
 
 async def test_trigger_fires_now_and_keeps_next_run(system: System) -> None:

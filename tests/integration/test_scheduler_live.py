@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 
-import asyncpg
 import pytest
 
 from cronhooks_common.clock import iso
 from tests.support.agent import Agent
+from tests.support.flows import cron_due
 from tests.support.graphql import CREATE_WEBHOOK, UPDATE_WEBHOOK
 from tests.support.inprocess import Running, eventually, window_start
 from tests.support.system import System
@@ -18,19 +18,9 @@ from tests.support.system import System
 pytestmark = pytest.mark.system(start=window_start)
 
 
-async def timer(dsn: str, webhook_id: int) -> datetime | None:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetchval(
-            "select due_at from scheduler.timers where timer_key = $1", f"cron:{webhook_id}"
-        )
-    finally:
-        await conn.close()
-
-
 async def timer_becomes(dsn: str, webhook_id: int, expected: datetime | None) -> None:
     async def check() -> bool:
-        return await timer(dsn, webhook_id) == expected
+        return await cron_due(dsn, webhook_id) == expected
 
     await eventually(check)
 
@@ -62,7 +52,7 @@ async def test_update_pause_resume_delete_take_effect_at_once(system: System) ->
         system.admin, UPDATE_WEBHOOK, {"input": {"id": hook["id"], "cronSchedule": "0 25 * * *"}}
     )
     assert body["errors"][0]["extensions"]["field"] == "cronSchedule"
-    assert await timer(dsn, hook["id"]) == top_of_hour
+    assert await cron_due(dsn, hook["id"]) == top_of_hour
 
     # Pause removes the timer; time passes the slot; nothing fires.
     await system.graphql(
@@ -136,7 +126,7 @@ async def test_catch_up_policies_after_an_outage(system: System) -> None:
         assert len(agents["ALL"].received) == 13
         # Every timer is back on schedule at the next slot after the outage.
         for hook in hooks.values():
-            assert await timer(system.dsn, hook["id"]) == missed[-1] + timedelta(minutes=5)
+            assert await cron_due(system.dsn, hook["id"]) == missed[-1] + timedelta(minutes=5)
     finally:
         for agent in agents.values():
             await agent.stop()

@@ -18,7 +18,7 @@ from cronhooks_common.settings import Settings
 from cronhooks_common.targets import connector_kwargs
 from cronhooks_dispatcher import sender
 from tests.support.agent import Agent
-from tests.support.flows import create_webhook, finished, trigger
+from tests.support.flows import agent_cron, create_webhook, finished, trigger
 from tests.support.graphql import CREATE_AGENT, CREATE_WEBHOOK
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.system import System
@@ -109,17 +109,9 @@ async def test_public_literals_count_only_in_the_plain_spelling(
     assert "134744072 is a non-canonical spelling of 8.8.8.8 (write 8.8.8.8)" in message
 
 
-async def provision(r: Running, token: str, fields: dict[str, Any]) -> tuple[int, Any]:
+async def provision(r: Running | System, token: str, fields: dict[str, Any]) -> tuple[int, Any]:
     body = {"fire_at": (now() + timedelta(hours=1)).isoformat(), **fields}
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{r.urls['admin-api']}/api/agent-cron/provision",
-            json=body,
-            headers={"Authorization": f"Bearer {token}"},
-        ) as resp,
-    ):
-        return resp.status, await resp.json(content_type=None)
+    return await agent_cron(r, token, "POST", "provision", body)
 
 
 async def test_stored_webhooks_to_odd_literals_are_blocked_at_send_time(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -89,14 +90,35 @@ async def events_of(dsn: str, stream: str) -> list[asyncpg.Record]:
         await conn.close()
 
 
-async def retry_due(dsn: str, delivery_id: int) -> Any:
+async def fetchval(dsn: str, query: str, *args: Any) -> Any:
+    """One value read from the test's database, on a connection of its own."""
     conn = await asyncpg.connect(dsn)
     try:
-        return await conn.fetchval(
-            "select due_at from scheduler.timers where timer_key = $1", f"retry:{delivery_id}"
-        )
+        return await conn.fetchval(query, *args)
     finally:
         await conn.close()
+
+
+async def event_count(dsn: str) -> int:
+    """Every event in the store."""
+    return int(await fetchval(dsn, "select count(*) from eventstore.events"))
+
+
+async def timer_due(dsn: str, timer_key: str) -> datetime | None:
+    """When the scheduler's timer of that key is due (None: there is none)."""
+    return await fetchval(  # type: ignore[no-any-return]
+        dsn, "select due_at from scheduler.timers where timer_key = $1", timer_key
+    )
+
+
+async def cron_due(dsn: str, webhook_id: int) -> datetime | None:
+    """When the webhook's next slot is due on the scheduler's timer."""
+    return await timer_due(dsn, f"cron:{webhook_id}")
+
+
+async def retry_due(dsn: str, delivery_id: int) -> datetime | None:
+    """When the delivery's retry is due (None: none is scheduled)."""
+    return await timer_due(dsn, f"retry:{delivery_id}")
 
 
 async def scheduler_applied(dsn: str, webhook_ids: list[int]) -> None:
@@ -144,20 +166,36 @@ async def create_agent(
     return created["accessToken"], int(created["agent"]["id"])
 
 
+async def agent_cron(
+    r: Running | System, token: str | None, method: str, path: str, body: Any = None
+) -> tuple[int, Any]:
+    """METHOD /api/agent-cron/PATH of admin-api as an agent (its access token): the status
+    and the answer."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(
+            method,
+            f"{r.urls['admin-api']}/api/agent-cron/{path}",
+            json=body,
+            headers={} if token is None else {"Authorization": f"Bearer {token}"},
+        ) as resp,
+    ):
+        return resp.status, await resp.json(content_type=None)
+
+
+async def provision(r: Running | System, token: str, **fields: Any) -> Any:
+    """Provision a trigger as the agent of `token` (job_id, fire_at, ...): the answer."""
+    status, answer = await agent_cron(r, token, "POST", "provision", fields)
+    assert status == 200, answer
+    return answer
+
+
 async def provision_now(
     r: Running | System, admin: str, callback_url: str, fire_at: str, instance: str = "inst"
 ) -> int:
     """An agent of that callback URL with one trigger, `j`, armed at `fire_at`; its id."""
     token, agent_id = await create_agent(r, admin, callback_url, instance)
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{r.urls['admin-api']}/api/agent-cron/provision",
-            json={"job_id": "j", "fire_at": fire_at},
-            headers={"Authorization": f"Bearer {token}"},
-        ) as resp,
-    ):
-        assert resp.status == 200, await resp.text()
+    await provision(r, token, job_id="j", fire_at=fire_at)
     return agent_id
 
 
