@@ -23,9 +23,9 @@ from cronhooks_dispatcher.context_notes import (
 )
 from cronhooks_importer.rules import content_hash
 from tests.support.agent import Received
-from tests.support.flows import create_webhook, finished, retry_due, trigger
-from tests.support.graphql import CREATE_WEBHOOK, HIDE_NOTES, PUSH_NOTES
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.flows import create_webhook, finished, push_notes, retry_due, trigger
+from tests.support.graphql import CREATE_WEBHOOK, HIDE_NOTES
+from tests.support.inprocess import admin_token, eventually, running
 from tests.support.projections import quiet, rebuild, snapshot
 from tests.support.system import System
 
@@ -40,12 +40,6 @@ def answer(code: int):  # type: ignore[no-untyped-def]
     return respond
 
 
-async def push(r: Running, token: str, *notes: tuple[str, str]) -> None:
-    updates = [{"path": p, "content": c} for p, c in notes]
-    _, body = await r.graphql(token, PUSH_NOTES, {"input": {"updates": updates}})
-    assert body["data"]["pushNotes"]["__typename"] == "PushNotesPayload", body
-
-
 def note(path: str, content: str) -> dict[str, str]:
     return {"path": path, "content": content, "content_hash": content_hash(content)}
 
@@ -56,7 +50,7 @@ def short(sent: dict[str, str]) -> dict[str, str]:
 
 
 async def test_matching_readable_visible_notes_are_attached_by_path(system: System) -> None:
-    await push(
+    await push_notes(
         system,
         system.admin,
         ("notes/b.md", "B"),
@@ -104,7 +98,9 @@ async def test_a_retry_sends_the_notes_as_they_are_at_that_attempt(system: Syste
     async def flaky(request: web.Request, entry: Received) -> web.StreamResponse:
         return await answer(next(answers))(request, entry)
 
-    await push(system, system.admin, ("ctx/plan.md", "version one"), ("ctx/old.md", "goes away"))
+    await push_notes(
+        system, system.admin, ("ctx/plan.md", "version one"), ("ctx/old.md", "goes away")
+    )
     hook, _ = await create_webhook(
         system,
         system.admin,
@@ -114,7 +110,9 @@ async def test_a_retry_sends_the_notes_as_they_are_at_that_attempt(system: Syste
     )
     delivery_id = await trigger(system, system.admin, hook)
     await eventually(lambda: retry_due(system.dsn, delivery_id))
-    await push(system, system.admin, ("ctx/plan.md", "version two"), ("ctx/new.md", "arrived"))
+    await push_notes(
+        system, system.admin, ("ctx/plan.md", "version two"), ("ctx/new.md", "arrived")
+    )
     _, body = await system.graphql(system.admin, HIDE_NOTES, {"paths": ["ctx/old.md"]})
     assert body["data"]["hideNotes"]["__typename"] == "HideNotesPayload"
     system.clock.advance(timedelta(seconds=10))
@@ -141,8 +139,8 @@ async def test_the_cap_keeps_whole_notes_in_path_order_and_says_truncated(system
     big = "x" * 400_000
     # a and b fit in 1 MiB together; c does not, and d (small) is left out after it too:
     # the notes attached are always the first ones by path.
-    await push(system, system.admin, ("big/a.md", big), ("big/b.md", big))
-    await push(system, system.admin, ("big/c.md", big), ("big/d.md", "small"))
+    await push_notes(system, system.admin, ("big/a.md", big), ("big/b.md", big))
+    await push_notes(system, system.admin, ("big/c.md", big), ("big/d.md", "small"))
     hook, _ = await create_webhook(
         system, system.admin, system.agent.url_for("big", answer(200)), attachNotes=["big/*"]
     )

@@ -17,6 +17,7 @@ from cronhooks_scheduler.loop import SchedulerLoop
 from tests.support.flows import cron_due
 from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.inprocess import eventually, window_start
+from tests.support.seeds import scheduler_config
 from tests.support.system import System
 
 pytestmark = pytest.mark.system(start=window_start)
@@ -106,20 +107,7 @@ async def test_trigger_fires_now_and_keeps_next_run(system: System) -> None:
 
 
 async def _seed_due_timers(pool: asyncpg.Pool, count: int, due: datetime) -> None:
-    config = {
-        "cron_schedule": "* * * * *",
-        "timezone": "UTC",
-        "enabled": True,
-        "misfire_grace_seconds": 60,
-        "url": "http://agent/",
-        "instruction": "",
-        "timeout_seconds": 5,
-        "pass_api_key": False,
-        "read_patterns": ["*"],
-        "write_patterns": [],
-        "max_depth": 1,
-        "max_retries": 0,
-    }
+    config = scheduler_config()
     await pool.execute(
         """insert into scheduler.webhooks (webhook_id, stream_version, config)
            select g, 1, $2::jsonb from generate_series(1, $1) g""",
