@@ -13,7 +13,7 @@ import pytest
 
 from cronhooks_common.settings import Settings
 from tests.e2e.test_no_secrets_in_logs import log_sizes, logged_since
-from tests.support.graphql import CREATE_WEBHOOK
+from tests.support.graphql import CREATE_API_KEY, CREATE_WEBHOOK
 from tests.support.processes import cluster
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +39,7 @@ async def test_bad_input_is_one_warning_line_with_field_and_reason(settings: Set
         )
         assert "data" in created, created
         hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
-        key = await c.graphql(admin, 'mutation { createApiKey(input: {name: "logs"}) { key } }')
+        key = await c.graphql(admin, CREATE_API_KEY, {"input": {"name": "logs"}})
         api_key = key["data"]["createApiKey"]["key"]
         delete = f"mutation {{ deleteCronWebhook(id: {hook_id}) {{ __typename }} }}"
         assert "errors" not in await c.graphql(admin, delete)

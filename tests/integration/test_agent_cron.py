@@ -24,7 +24,7 @@ from cronhooks_common.crypto import SecretBox
 from cronhooks_common.keys import active_key, published_jwks
 from cronhooks_common.settings import Settings
 from cronhooks_dispatcher.fire import FireCaller
-from tests.support.flows import agent_cron
+from tests.support.flows import agent_cron, create_agent
 from tests.support.graphql import CREATE_AGENT
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.processes import cli_ok
@@ -47,7 +47,7 @@ def settings(settings: Settings, fire_algorithm: str) -> Settings:
 
 
 async def make_agent(
-    r: Running, admin: str, settings: Settings, tmp: Path, instance: str, **kw: Any
+    r: Running | System, admin: str, settings: Settings, tmp: Path, instance: str, **kw: Any
 ) -> tuple[SdkAgent, str, int]:
     verifier = FireVerifier(
         jwks_url=f"{r.urls['admin-api']}/.well-known/jwks.json",
@@ -57,11 +57,8 @@ async def make_agent(
     agent = await SdkAgent(
         verifier=verifier, store=SqliteClaimStore(tmp / f"{instance}.db"), **kw
     ).start()
-    _, body = await r.graphql(
-        admin, CREATE_AGENT, {"input": {"instanceId": instance, "callbackUrl": agent.url}}
-    )
-    created = body["data"]["createAgent"]
-    return agent, created["accessToken"], created["agent"]["id"]
+    token, agent_id = await create_agent(r, admin, agent.url, instance)
+    return agent, token, agent_id
 
 
 def jwks_url(r: Running) -> str:

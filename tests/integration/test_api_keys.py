@@ -10,27 +10,18 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.support.flows import events_of
-from tests.support.graphql import COMMIT_NOTES, HIDE_NOTES, PUSH_NOTES
+from tests.support.flows import create_api_key, events_of
+from tests.support.graphql import COMMIT_NOTES, CREATE_API_KEY, HIDE_NOTES, PUSH_NOTES
 from tests.support.inprocess import Running
 from tests.support.system import System
 from tests.support.token_api import NOW, call, mint, open_webhook
 
-CREATE = """mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) {
-  key apiKey { id name skipWebhooks createdAt createdBy revokedAt } } }"""
 REVOKE = """mutation($id: Int!) { revokeApiKey(id: $id) {
   apiKey { id name revokedAt } } }"""
 LIST = "{ apiKeys { id name skipWebhooks createdAt revokedAt } }"
 
 
 pytestmark = pytest.mark.system(start=NOW)
-
-
-async def create_key(r: Running, admin: str, **fields: Any) -> tuple[dict[str, Any], str]:
-    status, body = await r.graphql(admin, CREATE, {"input": fields})
-    assert status == 200 and "errors" not in body, body
-    created = body["data"]["createApiKey"]
-    return created["apiKey"], created["key"]
 
 
 async def with_key(
@@ -40,7 +31,7 @@ async def with_key(
 
 
 async def test_a_key_is_shown_once_stored_hashed_and_listed_without_it(system: System) -> None:
-    api_key, key = await create_key(system, system.admin, name="linter", skipWebhooks=True)
+    api_key, key = await create_api_key(system, system.admin, "linter", skipWebhooks=True)
     assert key.startswith("chk_") and len(key) > 40
     assert api_key["name"] == "linter" and api_key["skipWebhooks"] is True
     assert api_key["revokedAt"] is None and api_key["createdBy"].endswith(":test")
@@ -64,7 +55,7 @@ async def test_a_key_is_shown_once_stored_hashed_and_listed_without_it(system: S
 async def test_a_key_reads_and_writes_every_path_at_depth_0_over_rest_and_graphql(
     system: System,
 ) -> None:
-    api_key, key = await create_key(system, system.admin, name="editor")
+    api_key, key = await create_api_key(system, system.admin, "editor")
     status, body = await with_key(
         system, key, "POST", "/api/notes", {"changes": [{"path": "blog/post.md", "content": "v1"}]}
     )
@@ -92,7 +83,7 @@ async def test_a_key_reads_and_writes_every_path_at_depth_0_over_rest_and_graphq
 
 
 async def test_a_skip_webhooks_key_marks_its_batches(system: System) -> None:
-    _, key = await create_key(system, system.admin, name="linter", skipWebhooks=True)
+    _, key = await create_api_key(system, system.admin, "linter", skipWebhooks=True)
     status, _ = await with_key(
         system, key, "POST", "/api/notes", {"changes": [{"path": "a.md", "content": "x"}]}
     )
@@ -102,7 +93,7 @@ async def test_a_skip_webhooks_key_marks_its_batches(system: System) -> None:
 
 
 async def test_a_revoked_or_unknown_key_is_refused_at_once(system: System) -> None:
-    api_key, key = await create_key(system, system.admin, name="temporary")
+    api_key, key = await create_api_key(system, system.admin, "temporary")
     assert (await with_key(system, key, "GET", "/api/notes?pattern=*"))[0] == 200
     status, body = await system.graphql(system.admin, REVOKE, {"id": api_key["id"]})
     assert status == 200 and body["data"]["revokeApiKey"]["apiKey"]["revokedAt"] is not None
@@ -124,7 +115,7 @@ async def test_a_revoked_or_unknown_key_is_refused_at_once(system: System) -> No
 
 async def test_both_credentials_at_once_are_refused(system: System) -> None:
     await open_webhook(system, system.admin)
-    _, key = await create_key(system, system.admin, name="k")
+    _, key = await create_api_key(system, system.admin, "k")
     status, body = await call(
         system,
         "GET",
@@ -149,7 +140,7 @@ async def test_a_bad_name_is_refused_naming_the_field_and_creates_nothing(
     name: str,
     reason: str,
 ) -> None:
-    _, body = await system.graphql(system.admin, CREATE, {"input": {"name": name}})
+    _, body = await system.graphql(system.admin, CREATE_API_KEY, {"input": {"name": name}})
     [error] = body["errors"]
     assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "name"}
     assert reason in error["message"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from tests.integration.test_change_webhooks import CREATE_KEY, create_change_webhook, push
 from tests.support.agent import Received
+from tests.support.flows import create_api_key, create_change_webhook, push_notes
 from tests.support.inprocess import Running, eventually
 from tests.support.system import System
 from tests.support.token_api import call
@@ -42,7 +42,9 @@ async def test_content_outside_read_patterns_is_never_sent(system: System) -> No
         readPatterns=["pub/*"],
         passApiKey=True,
     )
-    await push(system, system.admin, ("secret/a.md", "the launch codes"), ("pub/b.md", "hello"))
+    await push_notes(
+        system, system.admin, ("secret/a.md", "the launch codes"), ("pub/b.md", "hello")
+    )
     [fired] = await system.agent.wait_for(1)
     delivery_id = await trigger_change(system, system.admin, hook_id, ["secret/a.md", "pub/b.md"])
     [_, manual] = await system.agent.wait_for(2)
@@ -72,8 +74,7 @@ async def test_a_change_delivery_carries_at_most_1_mib_of_content(system: System
     hook_id, _ = await create_change_webhook(
         system, system.admin, system.agent.url, includePatterns=["big/*"]
     )
-    _, body = await system.graphql(system.admin, CREATE_KEY, {"input": {"name": "bulk"}})
-    key = body["data"]["createApiKey"]["key"]
+    _, key = await create_api_key(system, system.admin, "bulk")
     big = {f"big/{n}.md": n * 400_000 for n in "abc"} | {"big/d.md": "small"}
     # One batch of 1.2 MB: through the token API (GraphQL bodies stop at 1 MiB).
     status, answer = await call(

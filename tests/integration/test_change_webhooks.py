@@ -18,7 +18,7 @@ from standardwebhooks.webhooks import Webhook
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
-from tests.support.flows import create_change_webhook, finished, push_notes
+from tests.support.flows import create_api_key, create_change_webhook, finished, push_notes
 from tests.support.graphql import (
     CREATE_CHANGE_WEBHOOK,
     CREATE_WEBHOOK,
@@ -29,7 +29,6 @@ from tests.support.inprocess import admin_token, eventually, running
 from tests.support.system import System
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-CREATE_KEY = """mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) { key } }"""
 
 
 async def quiet(agent: Agent, seconds: float = 1.5) -> int:
@@ -203,10 +202,7 @@ async def test_a_skip_webhooks_key_fires_nothing_and_a_plain_key_writes_at_depth
     await create_change_webhook(system, system.admin, system.agent.url, includePatterns=["*"])
     keys = {}
     for name, skip in (("linter", True), ("editor", False)):
-        _, body = await system.graphql(
-            system.admin, CREATE_KEY, {"input": {"name": name, "skipWebhooks": skip}}
-        )
-        keys[name] = body["data"]["createApiKey"]["key"]
+        _, keys[name] = await create_api_key(system, system.admin, name, skipWebhooks=skip)
     for name, path in (("linter", "quiet.md"), ("editor", "loud.md")):
         status, _ = await call(
             system,

@@ -20,6 +20,7 @@ from cronhooks_admin import replay
 from cronhooks_common.clock import iso
 from tests.support.agent import Received
 from tests.support.flows import (
+    create_api_key,
     create_change_webhook,
     create_webhook,
     event_count,
@@ -179,11 +180,8 @@ async def test_a_change_replay_follows_the_webhooks_current_settings(system: Sys
         assert (await finished(system, system.admin, got.body["id"]))["status"] == "failed"
 
     # The notes move on without firing anything (a skipWebhooks key) ...
-    _, body = await system.graphql(
-        system.admin,
-        'mutation { createApiKey(input: {name: "quiet", skipWebhooks: true}) { key } }',
-    )
-    quiet = {"X-API-Key": body["data"]["createApiKey"]["key"]}
+    _, key = await create_api_key(system, system.admin, "quiet", skipWebhooks=True)
+    quiet = {"X-API-Key": key}
     status, _ = await call(
         system, "POST", "/api/notes", body={"changes": [{"path": "pub/a.md", "content": "v2"}]},
         headers=quiet,

@@ -31,6 +31,7 @@ from tests.support.flows import (
 from tests.support.graphql import DELIVERY
 from tests.support.inprocess import Running, admin_token, eventually, running
 from tests.support.projections import TABLES, quiet, rebuild, snapshot
+from tests.support.system import System
 
 DAY = timedelta(days=1)
 NEVER_HERE = "0 0 29 2 *"  # no slot fires while these tests move the clock a month or so
@@ -160,42 +161,37 @@ async def test_old_deliveries_leave_every_table_and_a_rebuild_equals_what_is_kep
         assert rebuilt[table] == live[table], table
 
 
-async def test_attempt_bodies_are_dropped_after_seven_days(
-    settings: Settings, agent: Agent
-) -> None:
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    async with running(settings, clock) as r:
-        token = await admin_token(settings.database_url)
-        hook, _ = await create_webhook(
-            r, token, agent.url_for("ok", lambda *_: _ok()), cronSchedule=NEVER_HERE
-        )
-        old = await trigger(r, token, hook)
-        await finished(r, token, old)
-        await _a_day_later(r, clock, settings.database_url, old)
-        young = await trigger(r, token, hook)
-        await finished(r, token, young)
-        # The old delivery's bucket closed when the young one's opened: 7 days after
-        # that, its attempt logs go.
-        clock.advance(timedelta(days=7, minutes=1))
-        r.services["scheduler"].retention.poke()
+async def test_attempt_bodies_are_dropped_after_seven_days(system: System, agent: Agent) -> None:
+    hook, _ = await create_webhook(
+        system, system.admin, agent.url_for("ok", lambda *_: _ok()), cronSchedule=NEVER_HERE
+    )
+    old = await trigger(system, system.admin, hook)
+    await finished(system, system.admin, old)
+    await _a_day_later(system, system.clock, system.dsn, old)
+    young = await trigger(system, system.admin, hook)
+    await finished(system, system.admin, young)
+    # The old delivery's bucket closed when the young one's opened: 7 days after
+    # that, its attempt logs go.
+    system.clock.advance(timedelta(days=7, minutes=1))
+    system.services["scheduler"].retention.poke()
 
-        async def attempt(delivery_id: int) -> dict[str, Any]:
-            _, body = await r.graphql(token, ATTEMPTS, {"id": delivery_id})
-            return body["data"]["cronWebhookDelivery"]["attempts"][0]  # type: ignore[no-any-return]
+    async def attempt(delivery_id: int) -> dict[str, Any]:
+        _, body = await system.graphql(system.admin, ATTEMPTS, {"id": delivery_id})
+        return body["data"]["cronWebhookDelivery"]["attempts"][0]  # type: ignore[no-any-return]
 
-        async def expired() -> dict[str, Any] | None:
-            got = await attempt(old)
-            return got if got["logsExpired"] else None
+    async def expired() -> dict[str, Any] | None:
+        got = await attempt(old)
+        return got if got["logsExpired"] else None
 
-        gone = await eventually(expired, timeout=15)
-        assert (gone["requestBody"], gone["responseBody"]) == (None, None)
-        assert gone["responseStatus"] == 200  # the attempt row stays
-        kept = await attempt(young)
-        assert kept["requestBody"] and kept["logsExpired"] is False
-        # The web page's own query of the history still answers on pruned data.
-        async with aiohttp.ClientSession() as session:
-            page = await session.get(f"{r.urls['admin-api']}/")
-            assert page.status == 200
+    gone = await eventually(expired, timeout=15)
+    assert (gone["requestBody"], gone["responseBody"]) == (None, None)
+    assert gone["responseStatus"] == 200  # the attempt row stays
+    kept = await attempt(young)
+    assert kept["requestBody"] and kept["logsExpired"] is False
+    # The web page's own query of the history still answers on pruned data.
+    async with aiohttp.ClientSession() as session:
+        page = await session.get(f"{system.urls['admin-api']}/")
+        assert page.status == 200
 
 
 async def test_zero_keeps_forever(settings: Settings, agent: Agent) -> None:

@@ -12,6 +12,7 @@ import asyncpg
 from cronhooks_common import db
 from tests.support.graphql import (
     CREATE_AGENT,
+    CREATE_API_KEY,
     CREATE_CHANGE_WEBHOOK,
     CREATE_WEBHOOK,
     DELIVERY,
@@ -53,6 +54,16 @@ async def push_notes(r: Running | System, token: str, *notes: tuple[str, str]) -
     status, body = await r.graphql(token, PUSH_NOTES, {"input": {"updates": updates}})
     assert status == 200 and "errors" not in body, body
     assert body["data"]["pushNotes"]["__typename"] == "PushNotesPayload", body
+
+
+async def create_api_key(
+    r: Running | System, token: str, name: str, **fields: Any
+) -> tuple[dict[str, Any], str]:
+    """An API key (createApiKey): its row and the key itself."""
+    status, body = await r.graphql(token, CREATE_API_KEY, {"input": {"name": name, **fields}})
+    assert status == 200 and "errors" not in body, body
+    created = body["data"]["createApiKey"]
+    return created["apiKey"], created["key"]
 
 
 async def trigger(r: Running | System, token: str, webhook_id: int) -> int:

@@ -57,6 +57,11 @@ UPDATE_CHANGE_WEBHOOK = """mutation($input: UpdateChangeWebhookInput!) {
 CREATE_AGENT = """mutation($input: CreateAgentInput!) { createAgent(input: $input) {
   accessToken agent { id instanceId callbackUrl } } }"""
 
+# --- api keys ----------------------------------------------------------------------------
+
+CREATE_API_KEY = """mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) {
+  key apiKey { id name skipWebhooks createdAt createdBy revokedAt } } }"""
+
 # --- notes (admin-api, and the importer's agent API alike) -----------------------------------
 
 PUSH_NOTES = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
