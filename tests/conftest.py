@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -157,25 +156,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-async def make_system(
-    settings: Settings, clock: ManualClock, agent: Agent
-) -> AsyncIterator[Callable[..., Awaitable[System]]]:
-    """Starts the services with the options given (tests/support/system.py: start_system)
-    on the test's database, vhost, clock and agent; they stop when the test ends."""
-    async with AsyncExitStack() as stack:
-
-        async def make(**options: object) -> System:
-            return await stack.enter_async_context(
-                start_system(settings, clock, agent, **options)  # type: ignore[arg-type]
-            )
-
-        yield make
-
-
-@pytest.fixture
 async def system(
-    make_system: Callable[..., Awaitable[System]], request: pytest.FixtureRequest
-) -> System:
-    """The services running for this test, as the closest `@pytest.mark.system(...)`
-    says (all of them, the clock at the real time to the second, when none does)."""
-    return await make_system(**marked_options(request))
+    settings: Settings, clock: ManualClock, agent: Agent, request: pytest.FixtureRequest
+) -> AsyncIterator[System]:
+    """The services running for this test on its database, vhost, clock and agent, as the
+    closest `@pytest.mark.system(...)` says (tests/support/system.py: start_system); all
+    of them, the clock at the real time to the second, when none does."""
+    async with start_system(settings, clock, agent, **marked_options(request)) as system:
+        yield system

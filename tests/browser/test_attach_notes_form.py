@@ -16,10 +16,7 @@ from tests.support.system import System
 def drive(base: str, token: str) -> dict[str, str]:
     with signed_in(base, token) as page:
         driver, wait = page.driver, page.wait
-        wait.until(ec.visibility_of_element_located((By.ID, "new-webhook"))).click()
-        form = wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
-        form.find_element(By.NAME, "url").send_keys("https://agent.example/hook")
-        form.find_element(By.NAME, "cronSchedule").send_keys("0 9 * * *")
+        form = page.new_webhook_form("https://agent.example/hook", "0 9 * * *")
         attach = form.find_element(By.NAME, "attachNotes")
         attach.send_keys("notes/*, ../secret/*")
         driver.find_element(By.ID, "save").click()

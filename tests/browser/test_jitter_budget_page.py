@@ -20,10 +20,7 @@ READ = "query($id: Int!) { cronWebhook(id: $id) { jitterSeconds maxDeliveriesPer
 def drive(base: str, token: str, agent_url: str, shot: Path) -> dict[str, str]:
     with signed_in(base, token) as page:
         driver, wait = page.driver, page.wait
-        wait.until(ec.visibility_of_element_located((By.ID, "new-webhook"))).click()
-        form = wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
-        form.find_element(By.NAME, "url").send_keys(agent_url)
-        form.find_element(By.NAME, "cronSchedule").send_keys("*/5 * * * *")
+        form = page.new_webhook_form(agent_url, "*/5 * * * *")
         jitter = form.find_element(By.NAME, "jitterSeconds")
         jitter.clear()
         jitter.send_keys("4000")

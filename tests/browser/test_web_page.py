@@ -18,10 +18,7 @@ from tests.support.system import System
 def drive(base: str, token: str, agent_url: str, shot: Path) -> dict[str, str]:
     with signed_in(base, token) as page:
         driver, wait = page.driver, page.wait
-        wait.until(ec.visibility_of_element_located((By.ID, "new-webhook"))).click()
-        form = wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
-        form.find_element(By.NAME, "url").send_keys(agent_url)
-        form.find_element(By.NAME, "cronSchedule").send_keys("61 * * * *")
+        form = page.new_webhook_form(agent_url, "61 * * * *")
         form.find_element(By.NAME, "instruction").send_keys("Write the daily digest")
         driver.find_element(By.ID, "save").click()
         error = wait.until(

@@ -210,16 +210,19 @@ async def test_zero_keeps_forever(settings: Settings, agent: Agent) -> None:
         assert (await _rows_of(settings.database_url, old))["eventstore.events"] == 2
 
 
-async def test_an_unfinished_delivery_holds_its_bucket(pool: asyncpg.Pool) -> None:
+async def a_closed_bucket_of_one_delivery(
+    pool: asyncpg.Pool, event_type: str
+) -> tuple[RetentionJob, int]:
+    """A retention job whose bucket 1 holds one delivery, of one event of that type, and
+    closed 40 days ago; and the delivery's id."""
     clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
     job = RetentionJob(pool=pool, clock=clock, delivery_retention_days=30)
     async with pool.acquire() as conn, conn.transaction():
         first = await conn.fetchval("select nextval('eventstore.delivery_ids')")
-        # A delivery whose last event is no outcome (still retrying, say).
         await eventstore.append(
             conn,
             f"delivery-{first}",
-            [NewEvent("test.requested", {"delivery_id": first})],
+            [NewEvent(event_type, {"delivery_id": first})],
             expected_version=0,
             causation=Causation.new(),
             occurred_at=clock.now(),
@@ -228,6 +231,12 @@ async def test_an_unfinished_delivery_holds_its_bucket(pool: asyncpg.Pool) -> No
     clock.advance(DAY + timedelta(minutes=1))
     await job.step()  # bucket 1 closes: new ids go to the next one
     clock.advance(timedelta(days=40))
+    return job, first
+
+
+async def test_an_unfinished_delivery_holds_its_bucket(pool: asyncpg.Pool) -> None:
+    # A delivery whose last event is no outcome (still retrying, say).
+    job, first = await a_closed_bucket_of_one_delivery(pool, "test.requested")
     with structlog.testing.capture_logs() as logs:
         assert await job.step() == []
     held = [x for x in logs if x["event"] == "retention_bucket_held"]
@@ -238,22 +247,7 @@ async def test_an_unfinished_delivery_holds_its_bucket(pool: asyncpg.Pool) -> No
 
 async def test_a_bucket_waits_for_the_projector(pool: asyncpg.Pool) -> None:
     """A reader that has not read a bucket's last event holds it (a long-down admin-api)."""
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    job = RetentionJob(pool=pool, clock=clock, delivery_retention_days=30)
-    async with pool.acquire() as conn, conn.transaction():
-        first = await conn.fetchval("select nextval('eventstore.delivery_ids')")
-        await eventstore.append(
-            conn,
-            f"delivery-{first}",
-            [NewEvent("delivery.skipped", {"delivery_id": first})],
-            expected_version=0,
-            causation=Causation.new(),
-            occurred_at=clock.now(),
-        )
-    await job.step()
-    clock.advance(DAY + timedelta(minutes=1))
-    await job.step()
-    clock.advance(timedelta(days=40))
+    job, _ = await a_closed_bucket_of_one_delivery(pool, "delivery.skipped")
     with structlog.testing.capture_logs() as logs:
         assert await job.step() == []
     held = [x for x in logs if x["event"] == "retention_bucket_held"]

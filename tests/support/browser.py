@@ -15,6 +15,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support.processes import ARTIFACTS
@@ -58,6 +60,14 @@ def browser(profile: str, *, offline: bool = False) -> webdriver.Chrome:
 class Page:
     driver: webdriver.Chrome
     wait: WebDriverWait  # type: ignore[type-arg]
+
+    def new_webhook_form(self, url: str, cron_schedule: str) -> WebElement:
+        """The form of a new cron webhook, opened, its URL and schedule typed in."""
+        self.wait.until(ec.visibility_of_element_located((By.ID, "new-webhook"))).click()
+        form = self.wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
+        form.find_element(By.NAME, "url").send_keys(url)
+        form.find_element(By.NAME, "cronSchedule").send_keys(cron_schedule)
+        return form
 
 
 @contextmanager

@@ -1,9 +1,8 @@
 """One test's system: the services running in-process on the test's own database and vhost,
 the ManualClock they read, a real agent on loopback and an admin token.
 
-tests/conftest.py builds it: the `system` fixture from the options of the closest
-`@pytest.mark.system(...)` (a module's `pytestmark`, then the test's own), `make_system`
-for a test that chooses them while it runs. The options (`start_system`):
+tests/conftest.py builds it: the `system` fixture, with the options of the closest
+`@pytest.mark.system(...)` (a test's own over its module's `pytestmark`):
 
 - services: which services run, all by default;
 - start: where the clock starts, a datetime or a function called as the test starts
@@ -49,10 +48,6 @@ class System:
     def dsn(self) -> str:
         """The test's own database."""
         return self.settings.database_url
-
-    @property
-    def amqp_url(self) -> str:
-        return self.settings.amqp_url
 
     @property
     def vhost(self) -> str:
