@@ -32,6 +32,7 @@ async def test_create_and_trigger_over_graphql_reaches_the_agent(
                 async with session.get(f"{c.url(service)}/metrics") as r:
                     assert r.status == 200
                     assert "cronhooks_relay_leader" in await r.text()
+
         token = await c.admin_token("e2e")
         created = await c.graphql(
             token,
@@ -46,6 +47,7 @@ async def test_create_and_trigger_over_graphql_reaches_the_agent(
         )
         secret = created["data"]["createCronWebhook"]["secret"]
         hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
+
         trigger = f"mutation {{ triggerCronWebhook(webhookId: {hook_id}) {{ deliveryId }} }}"
         answer = await c.graphql(token, trigger)
         returned_at = time.time()
@@ -55,6 +57,7 @@ async def test_create_and_trigger_over_graphql_reaches_the_agent(
         print(f"\ntrigger → agent: {latency * 1000:.0f} ms after the mutation returned")
         # Generous bound: this only catches a missing wake-up (a poll or a tick), not speed.
         assert latency < 5
+
         # Verified with the Standard Webhooks library, not with our code.
         payload = Webhook(secret).verify(got.raw, got.headers)
         assert payload["id"] == delivery_id
@@ -73,6 +76,7 @@ async def test_create_and_trigger_over_graphql_reaches_the_agent(
         assert headers["X-Webhook-Attempt"] == "1"
         assert headers["Content-Type"] == "application/json"
         assert headers["User-Agent"] == "cronhooks/1.0"
+
         for _ in range(100):
             result = await c.graphql(
                 token,
@@ -91,6 +95,7 @@ async def test_create_and_trigger_over_graphql_reaches_the_agent(
                 "attempts": [{"attempt": 1}],
             }
         ]
+
         # SIGTERM drains and exits 0.
         for service in SERVICES:
             assert await c.stop(service) == 0, service

@@ -59,6 +59,7 @@ async def test_with_quorum_every_queue_is_quorum_and_a_delivery_flows(
             args = queues[f"cronhooks.{name}"]["arguments"]
             assert args["x-dead-letter-strategy"] == "at-least-once"
             assert all(q["durable"] and not q["auto_delete"] for q in ours.values())
+
         token = await c.admin_token("q")
         created = await c.graphql(
             token, CREATE_WEBHOOK, {"input": {"url": agent.url, "cronSchedule": "0 9 * * *"}}

@@ -29,9 +29,7 @@ class QuickStart:
 
     def demo_webhook(self) -> tuple[int, bool]:
         """(id, created by this run) of the demo webhook it reports."""
-        [(hook, state)] = re.findall(
-            r"^Demo webhook (\d+), every 5 minutes[^:]*: (.*)$", self.text, re.M
-        )
+        [(hook, state)] = re.findall(r"^Demo webhook (\d+), every 5 minutes[^:]*: (.*)$", self.text, re.M)
         return int(hook), state.startswith("created")
 
     async def stop(self) -> None:
