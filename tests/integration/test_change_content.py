@@ -13,8 +13,8 @@ import hashlib
 from typing import Any
 
 from tests.support.agent import Received
-from tests.support.flows import create_api_key, create_change_webhook, push_notes
-from tests.support.inprocess import Running, eventually
+from tests.support.flows import create_api_key, create_change_webhook, finished, push_notes
+from tests.support.inprocess import Running
 from tests.support.system import System
 from tests.support.token_api import call
 
@@ -112,17 +112,3 @@ async def test_a_change_delivery_carries_at_most_1_mib_of_content(system: System
         kept = attempt["requestBody"].encode()
         assert 65_536 - 4 < len(kept) <= 65_536
         assert got.raw.startswith(kept)
-
-
-async def finished(r: Running, admin: str, delivery_id: int) -> dict[str, Any]:
-    async def done() -> dict[str, Any] | None:
-        _, body = await r.graphql(
-            admin,
-            "query($id: Int!) { cronWebhookDelivery(id: $id) {"
-            " status attempts { requestBody requestBodyTruncated } } }",
-            {"id": delivery_id},
-        )
-        d: dict[str, Any] = body["data"]["cronWebhookDelivery"]
-        return d if d["status"] != "pending" else None
-
-    return await eventually(done)  # type: ignore[no-any-return]

@@ -26,7 +26,8 @@ TRIGGER_WEBHOOK = """mutation($id: Int!) { triggerCronWebhook(webhookId: $id) { 
 
 DELIVERY = """query($id: Int!) { cronWebhookDelivery(id: $id) {
   id status attempt trigger error responseStatus durationMs scheduledFor nextAttemptAt
-  attempts { attempt requestBody responseStatus responseBody errorMessage durationMs startedAt }
+  attempts { attempt requestBody requestBodyTruncated responseStatus responseBody errorMessage
+             durationMs startedAt }
 } }"""
 
 DELIVERIES = """query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id) {
