@@ -29,7 +29,7 @@ from tests.support.inprocess import admin_token, eventually, running
 from tests.support.projections import quiet, rebuild, snapshot
 from tests.support.system import System
 
-UPDATE = """mutation($i: UpdateCronWebhookInput!) { updateCronWebhook(input: $i)
+UPDATE = """mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input)
   { cronWebhook { attachNotes } } }"""
 
 
@@ -214,13 +214,13 @@ async def test_attach_notes_is_checked_like_read_patterns_and_round_trips(system
         (UPDATE, {"id": hook, "attachNotes": [7]}),
     ]
     for query, values in cases:
-        _, body = await system.graphql(system.admin, query, {"i": values})
+        _, body = await system.graphql(system.admin, query, {"input": values})
         [error] = body["errors"]
         assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "attachNotes"}, values
     _, body = await system.graphql(system.admin, f"{{ cronWebhook(id: {hook}) {{ attachNotes }} }}")
     assert body["data"]["cronWebhook"] == {"attachNotes": ["a/*"]}
     _, body = await system.graphql(
-        system.admin, UPDATE, {"i": {"id": hook, "attachNotes": ["b/*", "c/*.md"]}}
+        system.admin, UPDATE, {"input": {"id": hook, "attachNotes": ["b/*", "c/*.md"]}}
     )
     assert body["data"]["updateCronWebhook"]["cronWebhook"] == {"attachNotes": ["b/*", "c/*.md"]}
     plain, _ = await create_webhook(system, system.admin, "https://agent.example/hook")
@@ -236,7 +236,7 @@ async def test_attach_notes_read_model_equals_its_rebuild(settings: Settings, vh
         token = await admin_token(settings.database_url)
         a, _ = await create_webhook(r, token, "https://agent.example/a", attachNotes=["x/*"])
         await create_webhook(r, token, "https://agent.example/b")
-        _, body = await r.graphql(token, UPDATE, {"i": {"id": a, "attachNotes": ["y/*", "z"]}})
+        _, body = await r.graphql(token, UPDATE, {"input": {"id": a, "attachNotes": ["y/*", "z"]}})
         assert "errors" not in body, body
         await quiet(settings.database_url, vhost)
         live = await snapshot(settings.database_url)

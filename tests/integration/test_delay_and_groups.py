@@ -475,7 +475,7 @@ async def test_bad_input_names_the_field_and_changes_nothing(system: System) -> 
     )
     assert body["data"]["cronWebhook"] == {"executionGroup": "", "concurrencyPolicy": "ALLOW"}
     _, body = await system.graphql(
-        system.admin, update, {"i": {"id": hook_id, "executionGroup": ""}}
+        system.admin, update, {"input": {"id": hook_id, "executionGroup": ""}}
     )
     assert "errors" not in body
     _, body = await system.graphql(
