@@ -1,4 +1,5 @@
-"""Shared fixtures: a migrated template database, a fresh database and vhost per test.
+"""Shared fixtures: a migrated template database, a fresh database and vhost per test,
+and the services running on them (`system`).
 
 Everything talks to the real Postgres and RabbitMQ on 127.0.0.1. The template is
 migrated once per session; each test gets `CREATE DATABASE … TEMPLATE` (fast) and its own
@@ -29,6 +30,7 @@ from cronhooks_common.relay import OutboxRelay
 from cronhooks_common.settings import Settings
 from tests.support import asyncapi, rabbit
 from tests.support.agent import Agent
+from tests.support.system import System, marked_options, start_system
 
 PG_SERVER = os.environ.get("CRONHOOKS_TEST_PG", "postgresql://127.0.0.1:5432")
 AMQP_SERVER = "amqp://guest:guest@127.0.0.1:5672"
@@ -185,3 +187,22 @@ async def agent() -> AsyncIterator[Agent]:
 def clock() -> ManualClock:
     """A ManualClock at the real time, to the second (signatures stay verifiable)."""
     return ManualClock(datetime.now(UTC).replace(microsecond=0))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "system(services=..., start=..., settings={...}, open_webhook=False): how the "
+        "`system` fixture starts the services (tests/support/system.py)",
+    )
+
+
+@pytest.fixture
+async def system(
+    settings: Settings, clock: ManualClock, agent: Agent, request: pytest.FixtureRequest
+) -> AsyncIterator[System]:
+    """The services running for this test on its database, vhost, clock and agent, as the
+    closest `@pytest.mark.system(...)` says (tests/support/system.py: start_system); all
+    of them, the clock at the real time to the second, when none does."""
+    async with start_system(settings, clock, agent, **marked_options(request)) as system:
+        yield system

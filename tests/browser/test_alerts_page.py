@@ -8,23 +8,19 @@ Screenshot: test-artifacts/web-page-alerts.png."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 from aiohttp import web
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
 
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.browser.test_pages_under_csp import console, offline_browser, problems
-from tests.browser.test_web_page_views import shoot
-from tests.support.agent import Agent, Received
+from tests.support.agent import Received
+from tests.support.browser import console, problems, shoot, signed_in
 from tests.support.flows import create_webhook, finished, trigger
-from tests.support.inprocess import admin_token, running, window_start
+from tests.support.inprocess import window_start
+from tests.support.system import System
 
 Later = Callable[[Callable[[], Awaitable[Any]]], Any]
 
@@ -32,15 +28,9 @@ Later = Callable[[Callable[[], Awaitable[Any]]], Any]
 def drive(
     base: str, token: str, failing: int, later: Later, recover: Callable[[], Awaitable[None]]
 ) -> dict[str, Any]:
-    profile = tempfile.mkdtemp(prefix="cronhooks-chromium-")
-    driver = offline_browser(profile)
-    wait = WebDriverWait(driver, 25)
     seen: dict[str, Any] = {}
-    try:
-        driver.set_window_size(1400, 900)
-        driver.get(base + "/")
-        driver.find_element(By.ID, "token").send_keys(token)
-        driver.find_element(By.ID, "login").click()
+    with signed_in(base, token, offline=True, timeout=25, window=(1400, 900)) as page:
+        driver, wait = page.driver, page.wait
         row = "#alerts tr[data-id] button.show-history"
         wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, row)))
         seen["alerts"] = driver.find_element(By.ID, "alerts").text
@@ -60,45 +50,40 @@ def drive(
         wait.until(ec.invisibility_of_element_located((By.ID, "alerts-section")))
         seen["console"] = console(driver)
         return seen
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
-async def test_open_alerts_are_shown_linked_and_cleared(settings: Settings) -> None:
-    clock = ManualClock(window_start())
-    agent = await Agent().start()
+@pytest.mark.system(start=window_start)
+async def test_open_alerts_are_shown_linked_and_cleared(system: System) -> None:
     answers = {"status": 500}
 
     async def flaky(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=answers["status"], text="model unavailable")
 
-    try:
-        async with running(settings, clock) as r:
-            token = await admin_token(settings.database_url)
-            failing, _ = await create_webhook(
-                r, token, agent.url_for("flaky", flaky), maxRetries=0, description="digest"
-            )
-            for _ in range(3):  # CRONHOOKS_ALERT_AFTER defaults to 3
-                assert (await finished(r, token, await trigger(r, token, failing)))[
-                    "status"
-                ] == "failed"
-            loop = asyncio.get_running_loop()
+    failing, _ = await create_webhook(
+        system,
+        system.admin,
+        system.agent.url_for("flaky", flaky),
+        maxRetries=0,
+        description="digest",
+    )
+    for _ in range(3):  # CRONHOOKS_ALERT_AFTER defaults to 3
+        assert (await finished(system, system.admin, await trigger(system, system.admin, failing)))[
+            "status"
+        ] == "failed"
+    loop = asyncio.get_running_loop()
 
-            async def back_to_ok() -> None:
-                answers["status"] = 200
-                assert (await finished(r, token, await trigger(r, token, failing)))[
-                    "status"
-                ] == "success"
+    async def back_to_ok() -> None:
+        answers["status"] = 200
+        assert (await finished(system, system.admin, await trigger(system, system.admin, failing)))[
+            "status"
+        ] == "success"
 
-            def later(work: Callable[[], Awaitable[Any]]) -> Any:
-                return asyncio.run_coroutine_threadsafe(work(), loop).result(timeout=30)
+    def later(work: Callable[[], Awaitable[Any]]) -> Any:
+        return asyncio.run_coroutine_threadsafe(work(), loop).result(timeout=30)
 
-            seen = await asyncio.to_thread(
-                drive, r.urls["admin-api"], token, failing, later, back_to_ok
-            )
-    finally:
-        await agent.stop()
+    seen = await asyncio.to_thread(
+        drive, system.urls["admin-api"], system.admin, failing, later, back_to_ok
+    )
 
     assert f"cron webhook {failing}" in seen["alerts"]
     assert "3 failed in a row" in seen["alerts"] and "failing" in seen["alerts"]

@@ -5,31 +5,19 @@ the note API refuse it. A screenshot goes to test-artifacts/api-keys.png."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
 
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.browser.test_web_page import browser
-from tests.support.inprocess import Running, admin_token, running
-from tests.support.processes import ARTIFACTS
+from tests.support.browser import artifact, signed_in
+from tests.support.system import System
 from tests.support.token_api import call
 
 
 def create_and_revoke(base: str, token: str, shot: Path, use_key) -> dict[str, object]:  # type: ignore[no-untyped-def]
-    profile = tempfile.mkdtemp(prefix="cronhooks-chromium-")
-    driver = browser(profile)
-    wait = WebDriverWait(driver, 20)
-    try:
-        driver.get(base + "/")
-        driver.find_element(By.ID, "token").send_keys(token)
-        driver.find_element(By.ID, "login").click()
+    with signed_in(base, token) as page:
+        driver, wait = page.driver, page.wait
         form = wait.until(ec.visibility_of_element_located((By.ID, "api-key-form")))
         form.find_element(By.NAME, "name").send_keys("   ")
         driver.find_element(By.ID, "create-api-key").click()
@@ -60,23 +48,19 @@ def create_and_revoke(base: str, token: str, shot: Path, use_key) -> dict[str, o
             "before": before,
             "after": use_key(key),
         }
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
-async def test_create_use_and_revoke_an_api_key_on_the_page(settings: Settings) -> None:
-    async with running(settings, ManualClock(datetime.now(UTC))) as r:
-        token = await admin_token(settings.database_url)
-        ARTIFACTS.mkdir(exist_ok=True)
-        shot = ARTIFACTS / "api-keys.png"
-        loop = asyncio.get_running_loop()
+async def test_create_use_and_revoke_an_api_key_on_the_page(system: System) -> None:
+    shot = artifact("api-keys.png")
+    loop = asyncio.get_running_loop()
 
-        def use_key(key: str) -> int:
-            """The note API's answer to the key (called from the browser's thread)."""
-            return asyncio.run_coroutine_threadsafe(_status(r, key), loop).result(timeout=20)
+    def use_key(key: str) -> int:
+        """The note API's answer to the key (called from the browser's thread)."""
+        return asyncio.run_coroutine_threadsafe(_status(system, key), loop).result(timeout=20)
 
-        seen = await asyncio.to_thread(create_and_revoke, r.urls["admin-api"], token, shot, use_key)
+    seen = await asyncio.to_thread(
+        create_and_revoke, system.urls["admin-api"], system.admin, shot, use_key
+    )
     assert "must not be empty" in str(seen["name_error"])
     assert str(seen["key"]).startswith("chk_")
     assert "linter" in str(seen["active_row"]) and "fire none" in str(seen["active_row"])
@@ -85,6 +69,6 @@ async def test_create_use_and_revoke_an_api_key_on_the_page(settings: Settings) 
     assert shot.stat().st_size > 10_000
 
 
-async def _status(r: Running, key: str) -> int:
+async def _status(r: System, key: str) -> int:
     status, _ = await call(r, "GET", "/api/notes?pattern=*", headers={"X-API-Key": key})
     return status

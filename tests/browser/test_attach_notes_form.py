@@ -5,32 +5,18 @@ again when the webhook is opened for editing; a change there is saved too."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from datetime import UTC, datetime
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
 
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.browser.test_web_page import browser
-from tests.support.inprocess import admin_token, running
+from tests.support.browser import signed_in
+from tests.support.system import System
 
 
 def drive(base: str, token: str) -> dict[str, str]:
-    profile = tempfile.mkdtemp(prefix="cronhooks-chromium-")
-    driver = browser(profile)
-    wait = WebDriverWait(driver, 20)
-    try:
-        driver.get(base + "/")
-        driver.find_element(By.ID, "token").send_keys(token)
-        driver.find_element(By.ID, "login").click()
-        wait.until(ec.visibility_of_element_located((By.ID, "new-webhook"))).click()
-        form = wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
-        form.find_element(By.NAME, "url").send_keys("https://agent.example/hook")
-        form.find_element(By.NAME, "cronSchedule").send_keys("0 9 * * *")
+    with signed_in(base, token) as page:
+        driver, wait = page.driver, page.wait
+        form = page.new_webhook_form("https://agent.example/hook", "0 9 * * *")
         attach = form.find_element(By.NAME, "attachNotes")
         attach.send_keys("notes/*, ../secret/*")
         driver.find_element(By.ID, "save").click()
@@ -43,9 +29,7 @@ def drive(base: str, token: str) -> dict[str, str]:
         wait.until(ec.visibility_of_element_located((By.ID, "new-secret")))
         row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#webhooks tbody tr")))
         row.find_element(By.CSS_SELECTOR, "button.edit").click()
-        wait.until(
-            lambda d: d.find_element(By.NAME, "attachNotes").get_attribute("value") != ""
-        )
+        wait.until(lambda d: d.find_element(By.NAME, "attachNotes").get_attribute("value") != "")
         shown = driver.find_element(By.NAME, "attachNotes").get_attribute("value") or ""
         edited = driver.find_element(By.NAME, "attachNotes")
         edited.clear()
@@ -53,16 +37,11 @@ def drive(base: str, token: str) -> dict[str, str]:
         driver.find_element(By.ID, "save").click()
         wait.until(ec.invisibility_of_element_located((By.ID, "webhook-form")))
         return {"field_error": field_error, "shown": shown}
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
-async def test_the_edit_form_round_trips_attach_notes(settings: Settings) -> None:
-    async with running(settings, ManualClock(datetime.now(UTC))) as r:
-        token = await admin_token(settings.database_url)
-        seen = await asyncio.to_thread(drive, r.urls["admin-api"], token)
-        assert "../secret/*" in seen["field_error"]
-        assert seen["shown"] == "notes/*, plans/*.md"
-        _, body = await r.graphql(token, "{ cronWebhooks { attachNotes } }")
-        assert body["data"]["cronWebhooks"] == [{"attachNotes": ["digests/*"]}]
+async def test_the_edit_form_round_trips_attach_notes(system: System) -> None:
+    seen = await asyncio.to_thread(drive, system.urls["admin-api"], system.admin)
+    assert "../secret/*" in seen["field_error"]
+    assert seen["shown"] == "notes/*, plans/*.md"
+    _, body = await system.graphql(system.admin, "{ cronWebhooks { attachNotes } }")
+    assert body["data"]["cronWebhooks"] == [{"attachNotes": ["digests/*"]}]

@@ -6,36 +6,23 @@ chosen note, pause it. A screenshot goes to test-artifacts/change-webhooks.png."
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
 
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.browser.test_web_page import browser
-from tests.support.agent import Agent
+from tests.support.browser import artifact, signed_in
 from tests.support.flows import create_webhook
-from tests.support.inprocess import admin_token, running
-
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename } }"""
+from tests.support.graphql import PUSH_NOTES
+from tests.support.system import System
 
 
 def drive(
     base: str, token: str, agent_url: str, shot: Path, write: Callable[[str], None]
 ) -> dict[str, str]:
-    profile = tempfile.mkdtemp(prefix="cronhooks-chromium-")
-    driver = browser(profile)
-    wait = WebDriverWait(driver, 20)
-    try:
-        driver.get(base + "/")
-        driver.find_element(By.ID, "token").send_keys(token)
-        driver.find_element(By.ID, "login").click()
+    with signed_in(base, token) as page:
+        driver, wait = page.driver, page.wait
         wait.until(ec.visibility_of_element_located((By.ID, "new-change-webhook"))).click()
         form = wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
         assert not form.find_element(By.NAME, "cronSchedule").is_displayed()
@@ -99,35 +86,24 @@ def drive(
             "manual": manual,
             "rows": driver.find_element(By.CSS_SELECTOR, "#webhooks tbody").text,
         }
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
-async def test_create_see_run_and_pause_a_change_webhook(settings: Settings) -> None:
-    from tests.support.processes import ARTIFACTS
+async def test_create_see_run_and_pause_a_change_webhook(system: System) -> None:
+    agent = system.agent
+    await create_webhook(system, system.admin, agent.url_for("cron", lambda *_: _ok()))
+    loop = asyncio.get_running_loop()
 
-    agent = await Agent().start()
-    try:
-        async with running(settings, ManualClock(datetime.now(UTC))) as r:
-            token = await admin_token(settings.database_url)
-            await create_webhook(r, token, agent.url_for("cron", lambda *_: _ok()))
-            loop = asyncio.get_running_loop()
+    def write(path: str) -> None:
+        """A note write by the admin (from the browser's thread)."""
+        update = {"path": path, "content": "# Post"}
+        asyncio.run_coroutine_threadsafe(
+            system.graphql(system.admin, PUSH_NOTES, {"input": {"updates": [update]}}), loop
+        ).result(timeout=20)
 
-            def write(path: str) -> None:
-                """A note write by the admin (from the browser's thread)."""
-                update = {"path": path, "content": "# Post"}
-                asyncio.run_coroutine_threadsafe(
-                    r.graphql(token, PUSH, {"input": {"updates": [update]}}), loop
-                ).result(timeout=20)
-
-            ARTIFACTS.mkdir(exist_ok=True)
-            shot = ARTIFACTS / "change-webhooks.png"
-            seen = await asyncio.to_thread(
-                drive, r.urls["admin-api"], token, agent.url, shot, write
-            )
-    finally:
-        await agent.stop()
+    shot = artifact("change-webhooks.png")
+    seen = await asyncio.to_thread(
+        drive, system.urls["admin-api"], system.admin, agent.url, shot, write
+    )
     assert "relative" in seen["field_error"]
     assert seen["secret"].startswith("whsec_")
     assert "on change of blog/*" in seen["listed"]

@@ -6,37 +6,21 @@ test-artifacts/jitter-budget.png."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
 
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.browser.test_web_page import browser
-from tests.support.agent import Agent
-from tests.support.inprocess import admin_token, running
-from tests.support.processes import ARTIFACTS
+from tests.support.browser import artifact, signed_in
+from tests.support.system import System
 
 READ = "query($id: Int!) { cronWebhook(id: $id) { jitterSeconds maxDeliveriesPerDay } }"
 
 
 def drive(base: str, token: str, agent_url: str, shot: Path) -> dict[str, str]:
-    profile = tempfile.mkdtemp(prefix="cronhooks-chromium-")
-    driver = browser(profile)
-    wait = WebDriverWait(driver, 20)
-    try:
-        driver.get(base + "/")
-        driver.find_element(By.ID, "token").send_keys(token)
-        driver.find_element(By.ID, "login").click()
-        wait.until(ec.visibility_of_element_located((By.ID, "new-webhook"))).click()
-        form = wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
-        form.find_element(By.NAME, "url").send_keys(agent_url)
-        form.find_element(By.NAME, "cronSchedule").send_keys("*/5 * * * *")
+    with signed_in(base, token) as page:
+        driver, wait = page.driver, page.wait
+        form = page.new_webhook_form(agent_url, "*/5 * * * *")
         jitter = form.find_element(By.NAME, "jitterSeconds")
         jitter.clear()
         jitter.send_keys("4000")
@@ -66,25 +50,17 @@ def drive(base: str, token: str, agent_url: str, shot: Path) -> dict[str, str]:
         driver.find_element(By.ID, "save").click()
         wait.until(ec.invisibility_of_element_located((By.ID, "editor")))
         return {"field_error": field_error, **shown}
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
-async def test_the_edit_form_sets_shows_and_clears_jitter_and_budget(settings: Settings) -> None:
-    agent = await Agent().start()
-    try:
-        async with running(settings, ManualClock(datetime.now(UTC))) as r:
-            token = await admin_token(settings.database_url)
-            ARTIFACTS.mkdir(exist_ok=True)
-            shot = ARTIFACTS / "jitter-budget.png"
-            seen = await asyncio.to_thread(drive, r.urls["admin-api"], token, agent.url, shot)
-            _, body = await r.graphql(token, "{ cronWebhooks { id } }")
-            [hook] = body["data"]["cronWebhooks"]
-            _, body = await r.graphql(token, READ, {"id": hook["id"]})
-        assert "from 0 to 3600" in seen["field_error"]
-        assert (seen["jitterSeconds"], seen["maxDeliveriesPerDay"]) == ("45", "12")
-        assert body["data"]["cronWebhook"] == {"jitterSeconds": 45, "maxDeliveriesPerDay": None}
-        assert shot.stat().st_size > 10_000
-    finally:
-        await agent.stop()
+async def test_the_edit_form_sets_shows_and_clears_jitter_and_budget(system: System) -> None:
+    shot = artifact("jitter-budget.png")
+    seen = await asyncio.to_thread(
+        drive, system.urls["admin-api"], system.admin, system.agent.url, shot
+    )
+    _, body = await system.graphql(system.admin, "{ cronWebhooks { id } }")
+    [hook] = body["data"]["cronWebhooks"]
+    _, body = await system.graphql(system.admin, READ, {"id": hook["id"]})
+    assert "from 0 to 3600" in seen["field_error"]
+    assert (seen["jitterSeconds"], seen["maxDeliveriesPerDay"]) == ("45", "12")
+    assert body["data"]["cronWebhook"] == {"jitterSeconds": 45, "maxDeliveriesPerDay": None}
+    assert shot.stat().st_size > 10_000

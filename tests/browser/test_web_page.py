@@ -5,63 +5,20 @@ Run now, see the delivery appear with its attempt. A screenshot goes to test-art
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
 
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.support.agent import Agent
-from tests.support.inprocess import admin_token, running
-from tests.support.processes import ARTIFACTS
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-
-
-def browser(profile: str) -> webdriver.Chrome:
-    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
-        "the browser test needs Debian's chromium and chromium-driver (.ci/run installs them)"
-    )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+from tests.support.browser import artifact, signed_in
+from tests.support.system import System
 
 
 def drive(base: str, token: str, agent_url: str, shot: Path) -> dict[str, str]:
-    profile = tempfile.mkdtemp(prefix="cronhooks-chromium-")
-    driver = browser(profile)
-    wait = WebDriverWait(driver, 20)
-    try:
-        driver.get(base + "/")
-        driver.find_element(By.ID, "token").send_keys(token)
-        driver.find_element(By.ID, "login").click()
-        wait.until(ec.visibility_of_element_located((By.ID, "new-webhook"))).click()
-        form = wait.until(ec.visibility_of_element_located((By.ID, "webhook-form")))
-        form.find_element(By.NAME, "url").send_keys(agent_url)
-        form.find_element(By.NAME, "cronSchedule").send_keys("61 * * * *")
+    with signed_in(base, token) as page:
+        driver, wait = page.driver, page.wait
+        form = page.new_webhook_form(agent_url, "61 * * * *")
         form.find_element(By.NAME, "instruction").send_keys("Write the daily digest")
         driver.find_element(By.ID, "save").click()
         error = wait.until(
@@ -96,42 +53,33 @@ def drive(base: str, token: str, agent_url: str, shot: Path) -> dict[str, str]:
             "row": delivered.text,
             "error_seen": str(error),
         }
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
-async def test_sign_in_create_run_now_and_see_the_delivery(settings: Settings) -> None:
-    agent = await Agent().start()
-    try:
-        async with running(settings, ManualClock(datetime.now(UTC))) as r:
-            token = await admin_token(settings.database_url)
-            ARTIFACTS.mkdir(exist_ok=True)
-            shot = ARTIFACTS / "web-page.png"
-            seen = await asyncio.to_thread(drive, r.urls["admin-api"], token, agent.url, shot)
-        assert "61 is outside 0-59" in seen["field_error"]
-        assert seen["secret"].startswith("whsec_")
-        assert '"instruction": "Write the daily digest"' in seen["request"]  # shown indented
-        assert "success" in seen["row"]
-        assert len(agent.received) == 1
-        assert shot.stat().st_size > 10_000
-        print(f"\nscreenshot: {shot}")
-    finally:
-        await agent.stop()
+async def test_sign_in_create_run_now_and_see_the_delivery(system: System) -> None:
+    agent = system.agent
+    shot = artifact("web-page.png")
+    seen = await asyncio.to_thread(drive, system.urls["admin-api"], system.admin, agent.url, shot)
+    assert "61 is outside 0-59" in seen["field_error"]
+    assert seen["secret"].startswith("whsec_")
+    assert '"instruction": "Write the daily digest"' in seen["request"]  # shown indented
+    assert "success" in seen["row"]
+    assert len(agent.received) == 1
+    assert shot.stat().st_size > 10_000
+    print(f"\nscreenshot: {shot}")
 
 
 @pytest.mark.parametrize(
     ("path", "content_type"),
     [("/favicon.ico", "image/x-icon"), ("/static/favicon.svg", "image/svg+xml")],
 )
-async def test_the_favicon_is_served(settings: Settings, path: str, content_type: str) -> None:
+@pytest.mark.system(services=("admin-api",))
+async def test_the_favicon_is_served(system: System, path: str, content_type: str) -> None:
     """Browsers ask for /favicon.ico whatever a page says; the pages name the SVG."""
     import aiohttp
 
     async with (
-        running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)) as r,
         aiohttp.ClientSession() as session,
-        session.get(r.urls["admin-api"] + path) as resp,
+        session.get(system.urls["admin-api"] + path) as resp,
     ):
         assert resp.status == 200 and resp.headers["Content-Type"] == content_type
         body = await resp.read()
@@ -140,13 +88,13 @@ async def test_the_favicon_is_served(settings: Settings, path: str, content_type
 
 
 @pytest.mark.parametrize("path", ["/"])
-async def test_the_page_is_served_without_a_token(settings: Settings, path: str) -> None:
+@pytest.mark.system(services=("admin-api",))
+async def test_the_page_is_served_without_a_token(system: System, path: str) -> None:
     import aiohttp
 
     async with (
-        running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)) as r,
         aiohttp.ClientSession() as session,
-        session.get(r.urls["admin-api"] + path) as resp,
+        session.get(system.urls["admin-api"] + path) as resp,
     ):
         assert resp.status == 200 and "text/html" in resp.headers["Content-Type"]
         assert "<title>cronhooks</title>" in await resp.text()

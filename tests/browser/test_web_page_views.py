@@ -15,32 +15,31 @@ Screenshots go to test-artifacts/web-page-*.png."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
-import tempfile
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import aiohttp
+import pytest
 from aiohttp import web
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
 
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.browser.test_pages_under_csp import console, offline_browser, problems
-from tests.support.agent import Agent, Received
-from tests.support.flows import create_webhook, finished, retry_due, trigger
-from tests.support.inprocess import Running, admin_token, eventually, running, window_start
+from tests.support.agent import Received
+from tests.support.browser import console, problems, shoot, signed_in
+from tests.support.flows import (
+    create_agent,
+    create_webhook,
+    finished,
+    provision,
+    retry_due,
+    trigger,
+)
+from tests.support.inprocess import eventually, window_start
 from tests.support.processes import ARTIFACTS
-
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id } } }"""
+from tests.support.system import System
 
 Later = Callable[[Callable[[], Awaitable[Any]]], Any]
 
@@ -52,29 +51,14 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def shoot(driver: WebDriver, name: str, element: Any = None) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / name
-    if element is not None:
-        driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", element)
-    driver.save_screenshot(str(path))
-    return path
-
-
 def rows_of(driver: WebDriver, css: str) -> int:
     return len(driver.find_elements(By.CSS_SELECTOR, css))
 
 
 def drive(base: str, token: str, ids: dict[str, int], later: Later) -> dict[str, Any]:
-    profile = tempfile.mkdtemp(prefix="cronhooks-chromium-")
-    driver = offline_browser(profile)
-    wait = WebDriverWait(driver, 25)
     seen: dict[str, Any] = {}
-    try:
-        driver.set_window_size(1400, 900)
-        driver.get(base + "/")
-        driver.find_element(By.ID, "token").send_keys(token)
-        driver.find_element(By.ID, "login").click()
+    with signed_in(base, token, offline=True, timeout=25, window=(1400, 900)) as page:
+        driver, wait = page.driver, page.wait
         berlin_row = f'#webhooks tr[data-id="{ids["berlin"]}"]'
         wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, berlin_row)))
         wait.until(ec.text_to_be_present_in_element((By.ID, "agents"), "nightly-digest"))
@@ -116,9 +100,7 @@ def drive(base: str, token: str, ids: dict[str, int], later: Later) -> dict[str,
         details = manual.find_element(By.XPATH, "following-sibling::tr[1]")
         wait.until(ec.visibility_of(details))
         later(lambda: ids["run"]())
-        wait.until(
-            lambda d: rows_of(d, '#deliveries tr.delivery[data-status="success"]') == 3
-        )
+        wait.until(lambda d: rows_of(d, '#deliveries tr.delivery[data-status="success"]') == 3)
         try:
             seen["still_open"] = details.is_displayed()  # the very same element: not redrawn
             seen["manual_row"] = manual.text
@@ -162,42 +144,35 @@ def drive(base: str, token: str, ids: dict[str, int], later: Later) -> dict[str,
         shoot(driver, "web-page-agents.png", driver.find_element(By.ID, "agents-section"))
         seen["console"] = console(driver)
         return seen
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
+@pytest.mark.system(start=window_start)  # the next */5 slot is 2.5 minutes away
 async def test_the_page_refreshes_keeps_what_is_open_and_says_when_what_and_why(
-    settings: Settings,
+    system: System,
 ) -> None:
-    clock = ManualClock(window_start())  # the next */5 slot is 2.5 minutes away
-    agent = await Agent().start()
     calls = {"n": 0}
 
     async def first_fails(_: web.Request, __: Received) -> web.StreamResponse:
         calls["n"] += 1
         return web.Response(status=500 if calls["n"] == 1 else 200, text="not yet")
 
-    try:
-        async with running(settings, clock) as r:
-            token = await admin_token(settings.database_url)
-            ids = await history_to_show(r, token, clock, agent, settings, first_fails)
-            loop = asyncio.get_running_loop()
+    ids = await history_to_show(system, first_fails)
+    loop = asyncio.get_running_loop()
 
-            def later(work: Callable[[], Awaitable[Any]]) -> Any:
-                return asyncio.run_coroutine_threadsafe(work(), loop).result(timeout=30)
+    def later(work: Callable[[], Awaitable[Any]]) -> Any:
+        return asyncio.run_coroutine_threadsafe(work(), loop).result(timeout=30)
 
-            async def add() -> int:
-                return (await create_webhook(r, token, agent.url, description="added"))[0]
+    async def add() -> int:
+        return (await create_webhook(system, system.admin, system.agent.url, description="added"))[
+            0
+        ]
 
-            async def run() -> int:
-                return await trigger(r, token, ids["berlin"])
+    async def run() -> int:
+        return await trigger(system, system.admin, ids["berlin"])
 
-            seen = await asyncio.to_thread(
-                drive, r.urls["admin-api"], token, {**ids, "add": add, "run": run}, later
-            )
-    finally:
-        await agent.stop()
+    seen = await asyncio.to_thread(
+        drive, system.urls["admin-api"], system.admin, {**ids, "add": add, "run": run}, later
+    )
     print("\nscreenshots:", sorted(str(p) for p in ARTIFACTS.glob("web-page-*.png")))
 
     # List: zone of the next run, buttons on one line, refreshed with the form kept.
@@ -230,34 +205,30 @@ async def test_the_page_refreshes_keeps_what_is_open_and_says_when_what_and_why(
 
 
 async def history_to_show(
-    r: Running,
-    token: str,
-    clock: ManualClock,
-    agent: Agent,
-    settings: Settings,
+    system: System,
     first_fails: Callable[[web.Request, Received], Awaitable[web.StreamResponse]],
 ) -> dict[str, int]:
     """A Berlin webhook with a retried Run-now delivery and a scheduled one, a webhook
     whose target refuses connections, and an agent with an armed trigger."""
     berlin, _ = await create_webhook(
-        r,
-        token,
-        agent.url_for("berlin", first_fails),
+        system,
+        system.admin,
+        system.agent.url_for("berlin", first_fails),
         cronSchedule="*/5 * * * *",
         timezone="Europe/Berlin",
         maxRetries=1,
         description="Daily digest",
     )
-    manual = await trigger(r, token, berlin)
-    await eventually(lambda: retry_due(settings.database_url, manual))
-    clock.advance(timedelta(seconds=10))
-    assert (await finished(r, token, manual))["status"] == "success"
-    _, body = await r.graphql(token, f"{{ cronWebhook(id: {berlin}) {{ nextRunAt }} }}")
-    clock.set(datetime.fromisoformat(body["data"]["cronWebhook"]["nextRunAt"]))
+    manual = await trigger(system, system.admin, berlin)
+    await eventually(lambda: retry_due(system.dsn, manual))
+    system.clock.advance(timedelta(seconds=10))
+    assert (await finished(system, system.admin, manual))["status"] == "success"
+    _, body = await system.graphql(system.admin, f"{{ cronWebhook(id: {berlin}) {{ nextRunAt }} }}")
+    system.clock.set(datetime.fromisoformat(body["data"]["cronWebhook"]["nextRunAt"]))
 
     async def scheduled_delivery() -> int | None:
-        _, body = await r.graphql(
-            token,
+        _, body = await system.graphql(
+            system.admin,
             f"{{ cronWebhookDeliveries(cronWebhookId: {berlin}) {{ id trigger status }} }}",
         )
         done = [
@@ -269,38 +240,35 @@ async def history_to_show(
 
     scheduled = await eventually(scheduled_delivery, timeout=20)
     broken, _ = await create_webhook(
-        r, token, f"http://127.0.0.1:{closed_port()}/gone", description="nobody listens"
+        system, system.admin, f"http://127.0.0.1:{closed_port()}/gone", description="nobody listens"
     )
-    assert (await finished(r, token, await trigger(r, token, broken)))["status"] == "failed"
+    assert (await finished(system, system.admin, await trigger(system, system.admin, broken)))[
+        "status"
+    ] == "failed"
 
     async def unavailable(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=503, text="busy", headers={"Retry-After": "600"})
 
     busy, _ = await create_webhook(
-        r, token, agent.url_for("busy", unavailable), maxRetries=2, description="busy agent"
+        system,
+        system.admin,
+        system.agent.url_for("busy", unavailable),
+        maxRetries=2,
+        description="busy agent",
     )
-    busy_delivery = await trigger(r, token, busy)
-    await eventually(lambda: retry_due(settings.database_url, busy_delivery))
+    busy_delivery = await trigger(system, system.admin, busy)
+    await eventually(lambda: retry_due(system.dsn, busy_delivery))
 
-    _, body = await r.graphql(
-        token,
-        CREATE_AGENT,
-        {"i": {"instanceId": "digest-agent", "callbackUrl": agent.url, "description": "demo"}},
+    access, _ = await create_agent(
+        system, system.admin, system.agent.url, "digest-agent", description="demo"
     )
-    access = body["data"]["createAgent"]["accessToken"]
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{r.urls['admin-api']}/api/agent-cron/provision",
-            json={
-                "job_id": "nightly-digest",
-                "fire_at": (clock.now() + timedelta(hours=6)).isoformat(),
-                "agent_callback_url": agent.url,
-            },
-            headers={"Authorization": f"Bearer {access}"},
-        ) as resp,
-    ):
-        assert resp.status == 200, await resp.text()
+    await provision(
+        system,
+        access,
+        job_id="nightly-digest",
+        fire_at=(system.clock.now() + timedelta(hours=6)).isoformat(),
+        agent_callback_url=system.agent.url,
+    )
     return {
         "berlin": berlin,
         "manual": manual,

@@ -6,23 +6,16 @@ from __future__ import annotations
 import asyncio
 import signal
 
-import aiohttp
 import pytest
 from aiohttp import web
 
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
+from tests.support.graphql import CREATE_WEBHOOK, TRIGGER_WEBHOOK
 from tests.support.processes import cluster
 
 pytestmark = pytest.mark.e2e
 IN_FLIGHT = 200
-
-
-async def gql(session: aiohttp.ClientSession, url: str, token: str, query: str) -> dict:  # type: ignore[type-arg]
-    async with session.post(
-        f"{url}/graphql", json={"query": query}, headers={"Authorization": f"Bearer {token}"}
-    ) as resp:
-        return await resp.json()  # type: ignore[no-any-return]
 
 
 async def test_kill_9_with_deliveries_in_flight_loses_none(settings: Settings) -> None:
@@ -34,28 +27,17 @@ async def test_kill_9_with_deliveries_in_flight_loses_none(settings: Settings) -
 
     agent = await Agent(responder=answer).start()
     try:
-        async with cluster(settings) as c, aiohttp.ClientSession() as session:
-            token = (
-                (await c.cli("admin", "create-token", "--name", "kill")).strip().splitlines()[-1]
-            )
-            admin = c.url("admin-api")
-            created = await gql(
-                session,
-                admin,
+        async with cluster(settings) as c:
+            token = await c.admin_token("kill")
+            created = await c.graphql(
                 token,
-                f"""mutation {{ createCronWebhook(input:
-                {{url: "{agent.url}", cronSchedule: "0 0 1 1 *", timeoutSeconds: 900}})
-                {{ cronWebhook {{ id }} }} }}""",
+                CREATE_WEBHOOK,
+                {"input": {"url": agent.url, "cronSchedule": "0 0 1 1 *", "timeoutSeconds": 900}},
             )
             hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
             ids = set()
             for _ in range(IN_FLIGHT):
-                body = await gql(
-                    session,
-                    admin,
-                    token,
-                    f"mutation {{ triggerCronWebhook(webhookId: {hook_id}) {{ deliveryId }} }}",
-                )
+                body = await c.graphql(token, TRIGGER_WEBHOOK, {"id": hook_id})
                 ids.add(body["data"]["triggerCronWebhook"]["deliveryId"])
             await agent.wait_for(IN_FLIGHT, timeout=30)
             assert {r.body["id"] for r in agent.received} == ids  # all 200 are in flight
@@ -69,9 +51,7 @@ async def test_kill_9_with_deliveries_in_flight_loses_none(settings: Settings) -
             await c.wait_ready("dispatcher")
 
             for _ in range(600):
-                body = await gql(
-                    session,
-                    admin,
+                body = await c.graphql(
                     token,
                     f"""{{ cronWebhookDeliveries(
                     cronWebhookId: {hook_id}, limit: 500) {{ id status }} }}""",

@@ -13,12 +13,10 @@ import pytest
 
 from cronhooks_common.settings import Settings
 from tests.e2e.test_no_secrets_in_logs import log_sizes, logged_since
+from tests.support.graphql import CREATE_API_KEY, CREATE_WEBHOOK
 from tests.support.processes import cluster
 
 pytestmark = pytest.mark.e2e
-
-CREATE = """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
-  cronWebhook { id } } }"""
 
 
 def lines_of(text: str) -> list[dict[str, Any]]:
@@ -33,15 +31,15 @@ def refusals(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def test_bad_input_is_one_warning_line_with_field_and_reason(settings: Settings) -> None:
     settings = dataclasses.replace(settings, log_format="json")
     async with cluster(settings) as c:
-        admin = (await c.cli("admin", "create-token", "--name", "logs")).strip().splitlines()[-1]
+        admin = await c.admin_token("logs")
         created = await c.graphql(
-            admin, CREATE, {"input": {"url": "http://127.0.0.1:9/hook", "cronSchedule": "0 9 * * *"}}
+            admin,
+            CREATE_WEBHOOK,
+            {"input": {"url": "http://127.0.0.1:9/hook", "cronSchedule": "0 9 * * *"}},
         )
         assert "data" in created, created
         hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
-        key = await c.graphql(
-            admin, 'mutation { createApiKey(input: {name: "logs"}) { key } }'
-        )
+        key = await c.graphql(admin, CREATE_API_KEY, {"input": {"name": "logs"}})
         api_key = key["data"]["createApiKey"]["key"]
         delete = f"mutation {{ deleteCronWebhook(id: {hook_id}) {{ __typename }} }}"
         assert "errors" not in await c.graphql(admin, delete)
@@ -53,7 +51,9 @@ async def test_bad_input_is_one_warning_line_with_field_and_reason(settings: Set
 
         async def bad_cron() -> None:
             answer = await c.graphql(
-                admin, CREATE, {"input": {"url": "http://127.0.0.1:9/x", "cronSchedule": "61 * * * *"}}
+                admin,
+                CREATE_WEBHOOK,
+                {"input": {"url": "http://127.0.0.1:9/x", "cronSchedule": "61 * * * *"}},
             )
             assert answer["errors"][0]["extensions"]["field"] == "cronSchedule"
 
@@ -73,7 +73,11 @@ async def test_bad_input_is_one_warning_line_with_field_and_reason(settings: Set
                 assert resp.status == 400
 
         [cron] = await refused(bad_cron)
-        assert (cron["level"], cron["event"], cron["service"]) == ("warning", "graphql_error", "admin-api")
+        assert (cron["level"], cron["event"], cron["service"]) == (
+            "warning",
+            "graphql_error",
+            "admin-api",
+        )
         assert cron["field"] == "cronSchedule" and "61 is outside 0-59" in cron["reason"]
 
         [again] = await refused(second_delete)
@@ -81,7 +85,11 @@ async def test_bad_input_is_one_warning_line_with_field_and_reason(settings: Set
         assert again["reason"] == f"webhook {hook_id} not found"
 
         [push] = await refused(bad_note_push)
-        assert (push["level"], push["event"], push["service"]) == ("warning", "notes_refused", "importer")
+        assert (push["level"], push["event"], push["service"]) == (
+            "warning",
+            "notes_refused",
+            "importer",
+        )
         assert push["field"] == "path" and push["reason"] == "path must not contain .. segments"
 
         for line in (cron, again, push):

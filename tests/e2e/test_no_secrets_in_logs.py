@@ -16,12 +16,10 @@ from aiohttp import web
 
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
+from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.processes import ARTIFACTS, SERVICES, cluster
 
 pytestmark = pytest.mark.e2e
-
-CREATE = """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
-  secret cronWebhook { id } } }"""
 
 
 def log_sizes() -> dict[str, int]:
@@ -61,20 +59,27 @@ async def test_no_service_logs_a_secret_or_a_token(settings: Settings) -> None:
     sizes = log_sizes()
     try:
         async with cluster(settings) as c:
-            admin = (await c.cli("admin", "create-token", "--name", "logs")).strip().splitlines()[-1]
+            admin = await c.admin_token("logs")
             seen["admin token"] = admin
             url = agent.url_for("hook", accept)
             given = "an admin's own secret, 24+ characters long"
             created = await c.graphql(
                 admin,
-                CREATE,
-                {"input": {"url": url, "cronSchedule": "0 9 * * *", "secret": given,
-                           "passApiKey": True, "writePatterns": ["logs/*"]}},
+                CREATE_WEBHOOK,
+                {
+                    "input": {
+                        "url": url,
+                        "cronSchedule": "0 9 * * *",
+                        "secret": given,
+                        "passApiKey": True,
+                        "writePatterns": ["logs/*"],
+                    }
+                },
             )
             hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
             seen["given secret"] = given
             generated = await c.graphql(
-                admin, CREATE, {"input": {"url": url, "cronSchedule": "0 9 * * *"}}
+                admin, CREATE_WEBHOOK, {"input": {"url": url, "cronSchedule": "0 9 * * *"}}
             )
             seen["generated secret"] = generated["data"]["createCronWebhook"]["secret"]
             inline = "an inline secret in a refused mutation 42"
@@ -97,9 +102,13 @@ async def test_no_service_logs_a_secret_or_a_token(settings: Settings) -> None:
             regenerated = await c.graphql(
                 admin, f"mutation {{ regenerateCronWebhookSecret(id: {hook_id}) {{ secret }} }}"
             )
-            seen["regenerated secret"] = regenerated["data"]["regenerateCronWebhookSecret"]["secret"]
+            seen["regenerated secret"] = regenerated["data"]["regenerateCronWebhookSecret"][
+                "secret"
+            ]
 
-            await c.graphql(admin, f"mutation {{ triggerCronWebhook(webhookId: {hook_id}) {{ deliveryId }} }}")
+            await c.graphql(
+                admin, f"mutation {{ triggerCronWebhook(webhookId: {hook_id}) {{ deliveryId }} }}"
+            )
             await agent.wait_for(1, name="hook", timeout=15)
             [api_token] = tokens
             seen["api_token"] = api_token
@@ -107,26 +116,32 @@ async def test_no_service_logs_a_secret_or_a_token(settings: Settings) -> None:
                 auth = {"Authorization": f"Bearer {api_token}"}
                 importer = c.url("importer")
                 async with session.post(
-                    f"{importer}/api/notes", headers=auth,
+                    f"{importer}/api/notes",
+                    headers=auth,
                     json={"changes": [{"path": "logs/a.md", "content": "a"}]},
                 ) as resp:
                     assert resp.status == 200
                 async with session.post(  # refused: outside the write patterns
-                    f"{importer}/api/notes", headers=auth,
+                    f"{importer}/api/notes",
+                    headers=auth,
                     json={"changes": [{"path": "elsewhere.md", "content": "x"}]},
                 ) as resp:
                     assert resp.status == 403
                 async with session.post(
-                    f"{importer}/graphql", headers=auth,
-                    json={"query": 'mutation { pushNotes(input: {updates: [{path: "logs/b.md",'
-                                   ' content: "b"}]}) { __typename } }'},
+                    f"{importer}/graphql",
+                    headers=auth,
+                    json={
+                        "query": 'mutation { pushNotes(input: {updates: [{path: "logs/b.md",'
+                        ' content: "b"}]}) { __typename } }'
+                    },
                 ) as resp:
                     assert resp.status == 200
 
                 created_agent = await c.graphql(
                     admin,
                     'mutation { createAgent(input: {instanceId: "logs", callbackUrl: "'
-                    + f"http://127.0.0.1:{agent.port}" + '"}) { accessToken } }',
+                    + f"http://127.0.0.1:{agent.port}"
+                    + '"}) { accessToken } }',
                 )
                 access = created_agent["data"]["createAgent"]["accessToken"]
                 seen["agent access token"] = access
@@ -142,7 +157,9 @@ async def test_no_service_logs_a_secret_or_a_token(settings: Settings) -> None:
     finally:
         await agent.stop()
     logged = logged_since(sizes)  # the services have stopped: every line is written
-    assert "delivery_attempted" in logged and "trigger_attempted" in logged  # we read the right logs
+    assert (
+        "delivery_attempted" in logged and "trigger_attempted" in logged
+    )  # we read the right logs
     leaked = [what for what, value in seen.items() if value in logged]
     assert leaked == [], f"logged: {leaked}"
     assert settings.secret_key not in logged

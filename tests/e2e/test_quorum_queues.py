@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
-import sys
 from typing import Any
 from urllib.parse import quote
 
@@ -20,7 +18,8 @@ from cronhooks_common.queues import declare
 from cronhooks_common.settings import Settings
 from tests.support import rabbit
 from tests.support.agent import Agent
-from tests.support.processes import cluster, with_free_ports
+from tests.support.graphql import CREATE_WEBHOOK
+from tests.support.processes import cli, cluster, with_free_ports
 
 pytestmark = pytest.mark.e2e
 
@@ -47,39 +46,32 @@ async def delivery_status(c: Any, token: str, delivery_id: int) -> str | None:
 
 
 async def test_with_quorum_every_queue_is_quorum_and_a_delivery_flows(
-    settings: Settings, vhost: str
+    settings: Settings, vhost: str, agent: Agent
 ) -> None:
     quorum = dataclasses.replace(settings, queue_type="quorum")
-    agent = await Agent().start()
-    try:
-        async with cluster(quorum) as c:
-            queues = await queues_of(vhost)
-            expected = {f"cronhooks.{n}{end}" for n in CONSUMERS for end in ("", ".dead")}
-            assert expected <= set(queues)
-            ours = {name: q for name, q in queues.items() if name.startswith("cronhooks.")}
-            assert {name: q["type"] for name, q in ours.items()} == dict.fromkeys(ours, "quorum")
-            for name in CONSUMERS:
-                args = queues[f"cronhooks.{name}"]["arguments"]
-                assert args["x-dead-letter-strategy"] == "at-least-once"
-                assert all(q["durable"] and not q["auto_delete"] for q in ours.values())
+    async with cluster(quorum) as c:
+        queues = await queues_of(vhost)
+        expected = {f"cronhooks.{n}{end}" for n in CONSUMERS for end in ("", ".dead")}
+        assert expected <= set(queues)
+        ours = {name: q for name, q in queues.items() if name.startswith("cronhooks.")}
+        assert {name: q["type"] for name, q in ours.items()} == dict.fromkeys(ours, "quorum")
+        for name in CONSUMERS:
+            args = queues[f"cronhooks.{name}"]["arguments"]
+            assert args["x-dead-letter-strategy"] == "at-least-once"
+            assert all(q["durable"] and not q["auto_delete"] for q in ours.values())
 
-            token = (await c.cli("admin", "create-token", "--name", "q")).strip().splitlines()[-1]
-            created = await c.graphql(
-                token,
-                "mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i) {"
-                " cronWebhook { id } } }",
-                {"i": {"url": agent.url, "cronSchedule": "0 9 * * *"}},
-            )
-            hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
-            answer = await c.graphql(
-                token, f"mutation {{ triggerCronWebhook(webhookId: {hook_id}) {{ deliveryId }} }}"
-            )
-            delivery_id = answer["data"]["triggerCronWebhook"]["deliveryId"]
-            [got] = await agent.wait_for(1, timeout=15)
-            assert got.body["id"] == delivery_id
-            assert await delivery_status(c, token, delivery_id) == "success"
-    finally:
-        await agent.stop()
+        token = await c.admin_token("q")
+        created = await c.graphql(
+            token, CREATE_WEBHOOK, {"input": {"url": agent.url, "cronSchedule": "0 9 * * *"}}
+        )
+        hook_id = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
+        answer = await c.graphql(
+            token, f"mutation {{ triggerCronWebhook(webhookId: {hook_id}) {{ deliveryId }} }}"
+        )
+        delivery_id = answer["data"]["triggerCronWebhook"]["deliveryId"]
+        [got] = await agent.wait_for(1, timeout=15)
+        assert got.body["id"] == delivery_id
+        assert await delivery_status(c, token, delivery_id) == "success"
 
 
 async def _declare_as_consumer_does(amqp_url: str, name: str, queue_type: str) -> None:
@@ -102,19 +94,9 @@ async def test_a_queue_of_the_other_type_stops_the_service_with_one_line(
 ) -> None:
     await _declare_as_consumer_does(amqp_url, "cronhooks.scheduler", existing)
     env = with_free_ports(dataclasses.replace(settings, queue_type=setting))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        "run",
-        "scheduler",
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    text = (out + err).decode()
-    assert proc.returncode == 2, text
+    code, out, err = await cli(env, "run", "scheduler", timeout=60)
+    text = out + err
+    assert code == 2, text
     [line] = [line for line in text.splitlines() if "CRONHOOKS_QUEUE_TYPE" in line]
     assert f"'cronhooks.scheduler' is a {existing} queue but CRONHOOKS_QUEUE_TYPE={setting}" in line
     assert "Traceback" not in text

@@ -15,28 +15,19 @@ import pytest
 
 from cronhooks_common.settings import Settings
 from tests.support.processes import ARTIFACTS, free_port
+from tests.support.seeds import scheduler_config
 
 pytestmark = pytest.mark.e2e
 
 WEBHOOKS = 100
 BACKLOG_MINUTES = 120  # each webhook has a slot every minute for the last two hours
-CONFIG = {
-    "cron_schedule": "* * * * *",
-    "timezone": "UTC",
-    "enabled": True,
+CONFIG = scheduler_config(
     # A week of grace: every backlog slot is late but not missed, so each one is
     # delivered on its own — thousands of fast slots without waiting for the clock.
-    "misfire_grace_seconds": 7 * 86400,
-    "catch_up_policy": "ALL",
-    "url": "http://agent.invalid/",
-    "instruction": "",
-    "timeout_seconds": 5,
-    "pass_api_key": False,
-    "read_patterns": ["*"],
-    "write_patterns": [],
-    "max_depth": 1,
-    "max_retries": 0,
-}
+    misfire_grace_seconds=7 * 86400,
+    catch_up_policy="ALL",
+    url="http://agent.invalid/",
+)
 
 
 async def seed(dsn: str) -> datetime:

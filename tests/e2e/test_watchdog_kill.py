@@ -20,6 +20,7 @@ from cronhooks_common.clock import iso
 from cronhooks_common.events import CRON, Causation, EventType, NewEvent, delivery_stream
 from cronhooks_common.settings import Settings
 from cronhooks_common.webhooks import target_of
+from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.processes import cluster
 
 pytestmark = pytest.mark.e2e
@@ -83,11 +84,17 @@ async def test_kill_9_of_the_scheduler_while_it_abandons_loses_and_doubles_nothi
     settings: Settings,
 ) -> None:
     async with cluster(settings, ("admin-api", "importer", "scheduler")) as c:
-        token = (await c.cli("admin", "create-token", "--name", "kill")).strip().splitlines()[-1]
+        token = await c.admin_token("kill")
         created = await c.graphql(
             token,
-            """mutation { createCronWebhook(input: {url: "https://agent.example/hook",
-            cronSchedule: "0 0 1 1 *", timeoutSeconds: 1}) { cronWebhook { id } } }""",
+            CREATE_WEBHOOK,
+            {
+                "input": {
+                    "url": "https://agent.example/hook",
+                    "cronSchedule": "0 0 1 1 *",
+                    "timeoutSeconds": 1,
+                }
+            },
         )
         hook = created["data"]["createCronWebhook"]["cronWebhook"]["id"]
         ids = await request_long_ago(settings.database_url, hook, OVERDUE)

@@ -6,23 +6,20 @@ real database and broker, a real agent on loopback."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-import pytest
 from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cronhooks_common import json_input
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.support.agent import Agent, Received
+from tests.support.agent import Received
 from tests.support.flows import create_webhook, trigger
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.graphql import DELIVERY
+from tests.support.inprocess import eventually
+from tests.support.system import System
 
 FUZZ = settings(
     max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")),
@@ -92,37 +89,24 @@ status = st.sampled_from([200, 201, 202, 204, 299, 400, 404, 410, 429, 500, 503,
 HOUR = timedelta(hours=1)
 
 
-@pytest.fixture
-async def loopback(settings: Settings) -> AsyncIterator[tuple[Running, str, Agent, ManualClock]]:
-    settings = dataclasses.replace(settings, allow_private_targets=True)
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    agent = await Agent().start()
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), agent, clock
-    await agent.stop()
-
-
-DELIVERY = """query($id: Int!) { cronWebhookDelivery(id: $id) {
-  status error nextAttemptAt attempts { responseStatus errorMessage } } }"""
-
-
 @FUZZ
 @given(code=status, answer=body, wait=retry_after)
 async def test_any_answer_ends_its_attempt_and_any_retry_is_within_the_hour(
-    loopback, code: int, answer: bytes, wait: str | None
-) -> None:  # type: ignore[no-untyped-def]
-    r, token, agent, clock = loopback
+    system: System, code: int, answer: bytes, wait: str | None
+) -> None:
     headers = {"Retry-After": wait} if wait is not None else {}
 
     async def respond(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=code, body=answer, headers=headers)
 
-    url = agent.url_for(f"a{len(agent.routes)}", respond)
-    hook, _ = await create_webhook(r, token, url, maxRetries=1, writePatterns=["fuzz/*"])
-    delivery_id = await trigger(r, token, hook)
+    url = system.agent.url_for(f"a{len(system.agent.routes)}", respond)
+    hook, _ = await create_webhook(
+        system, system.admin, url, maxRetries=1, writePatterns=["fuzz/*"]
+    )
+    delivery_id = await trigger(system, system.admin, hook)
 
     async def recorded() -> dict[str, Any] | None:
-        _, got = await r.graphql(token, DELIVERY, {"id": delivery_id})
+        _, got = await system.graphql(system.admin, DELIVERY, {"id": delivery_id})
         d: dict[str, Any] = got["data"]["cronWebhookDelivery"]
         # The delivery's row and its attempts are two reads: a row read just before the
         # outcome was projected can come with attempts read just after. Status and
@@ -136,7 +120,7 @@ async def test_any_answer_ends_its_attempt_and_any_retry_is_within_the_hour(
     if d["status"] == "pending":  # failed, and the retry is scheduled: within the hour
         assert attempt["errorMessage"], d
         due = datetime.fromisoformat(d["nextAttemptAt"])
-        assert clock.now() <= due <= clock.now() + HOUR, (wait, d)
+        assert system.clock.now() <= due <= system.clock.now() + HOUR, (wait, d)
     elif d["status"] == "failed":
         assert code == 410, d  # 410 Gone ends it at once; any other failure waits for a retry
     else:

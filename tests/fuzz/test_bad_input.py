@@ -4,10 +4,8 @@ as a named error or a recorded failure: never a 500, never a crash, never half-w
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,14 +16,15 @@ from aiohttp import web
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from cronhooks_common.clock import ManualClock
 from cronhooks_common.globs import pattern_problem
 from cronhooks_common.settings import Settings
 from cronhooks_common.tokens import ApiTokens
-from tests.support.agent import Agent, Received
-from tests.support.flows import create_webhook, finished, trigger
-from tests.support.inprocess import Running, admin_token, running
-from tests.support.token_api import OPEN_WEBHOOK, open_webhook
+from tests.support.agent import Received
+from tests.support.flows import create_webhook, event_count, finished, trigger
+from tests.support.graphql import CREATE_WEBHOOK
+from tests.support.inprocess import Running
+from tests.support.system import System
+from tests.support.token_api import OPEN_WEBHOOK
 
 FUZZ = settings(
     max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")),  # FUZZ_EXAMPLES=1000 digs deeper
@@ -114,21 +113,7 @@ CREATE_FIELDS = [
 _ONCE: dict[tuple[str, str], Any] = {}
 
 
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, Settings]]:
-    settings = dataclasses.replace(settings, allow_private_targets=False)
-    async with running(settings, ManualClock(datetime.now(UTC))) as r:
-        admin = await admin_token(settings.database_url)
-        assert await open_webhook(r, admin) == OPEN_WEBHOOK  # the webhook of api_token()
-        yield r, admin, settings
-
-
-async def event_count(dsn: str) -> int:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return int(await conn.fetchval("select count(*) from eventstore.events"))
-    finally:
-        await conn.close()
+pytestmark = pytest.mark.system(settings={"allow_private_targets": False}, open_webhook=True)
 
 
 async def post_graphql(r: Running, token: str, query: str, variables: Any) -> tuple[int, Any]:
@@ -163,20 +148,20 @@ def no_crash(status: int, body: Any) -> None:
     fields=st.dictionaries(st.sampled_from(CREATE_FIELDS), odd_value, max_size=8),
     base=st.booleans(),
 )
-async def test_graphql_create_never_crashes_and_never_half_writes(system, fields, base) -> None:  # type: ignore[no-untyped-def]
-    r, token, settings = system
+async def test_graphql_create_never_crashes_and_never_half_writes(
+    system: System, fields, base
+) -> None:  # type: ignore[no-untyped-def]
     payload = {"url": "https://agent.example/hook", "cronSchedule": "*/5 * * * *"} if base else {}
     payload.update(fields)
-    before = await event_count(settings.database_url)
+    before = await event_count(system.dsn)
     status, body = await post_graphql(
-        r,
-        token,
-        """mutation($input: CreateCronWebhookInput!) {
-        createCronWebhook(input: $input) { secret cronWebhook { id } } }""",
+        system,
+        system.admin,
+        CREATE_WEBHOOK,
         {"input": payload},
     )
     no_crash(status, body)
-    after = await event_count(settings.database_url)
+    after = await event_count(system.dsn)
     if body.get("errors"):
         assert after == before  # nothing half-written
         first = body["errors"][0]
@@ -191,26 +176,25 @@ async def test_graphql_create_never_crashes_and_never_half_writes(system, fields
     fields=st.dictionaries(st.sampled_from(CREATE_FIELDS[:-1]), odd_value, max_size=6),
     target=st.one_of(st.just("existing"), odd_int),
 )
-async def test_graphql_update_never_crashes(system, fields, target) -> None:  # type: ignore[no-untyped-def]
-    r, token, settings = system
+async def test_graphql_update_never_crashes(system: System, fields, target) -> None:  # type: ignore[no-untyped-def]
     if not hasattr(test_graphql_update_never_crashes, "hook"):
         test_graphql_update_never_crashes.hook = (
             await create_webhook(  # type: ignore[attr-defined]
-                r, token, "https://agent.example/hook"
+                system, system.admin, "https://agent.example/hook"
             )
         )[0]
     hook_id = test_graphql_update_never_crashes.hook if target == "existing" else target  # type: ignore[attr-defined]
-    before = await event_count(settings.database_url)
+    before = await event_count(system.dsn)
     status, body = await post_graphql(
-        r,
-        token,
+        system,
+        system.admin,
         """mutation($input: UpdateCronWebhookInput!) {
         updateCronWebhook(input: $input) { cronWebhook { id cronSchedule nextRunAt } } }""",
         {"input": {"id": hook_id, **fields}},
     )
     no_crash(status, body)
     if body.get("errors"):
-        assert await event_count(settings.database_url) == before
+        assert await event_count(system.dsn) == before
 
 
 def api_token(settings: Settings, **claims: Any) -> str:
@@ -240,20 +224,19 @@ push_body = st.one_of(
 
 @FUZZ
 @given(body=push_body, raw=st.one_of(st.none(), st.binary(max_size=200)))
-async def test_token_api_answers_with_listed_statuses_only(system, body, raw) -> None:  # type: ignore[no-untyped-def]
-    r, _, settings = system
-    before = await event_count(settings.database_url)
+async def test_token_api_answers_with_listed_statuses_only(system: System, body, raw) -> None:  # type: ignore[no-untyped-def]
+    before = await event_count(system.dsn)
     async with (
         aiohttp.ClientSession() as session,
         session.post(
-            f"{r.urls['importer']}/api/notes",
-            headers={"Authorization": f"Bearer {api_token(settings)}"},
+            f"{system.urls['importer']}/api/notes",
+            headers={"Authorization": f"Bearer {api_token(system.settings)}"},
             data=raw if raw is not None else json.dumps(body),
         ) as resp,
     ):
         assert resp.status in (200, 400, 403, 409, 413), await resp.text()
         answer = await resp.json(content_type=None)
-    conn = await asyncpg.connect(settings.database_url)
+    conn = await asyncpg.connect(system.dsn)
     try:
         changed = await conn.fetchval(
             "select count(*) from eventstore.events where type = 'note.changed'"
@@ -266,30 +249,29 @@ async def test_token_api_answers_with_listed_statuses_only(system, body, raw) ->
     if resp.status != 200:
         assert "error" in answer or "errors" in answer
         # a rejection writes no note.changed (only, for a batch, its notes.rejected verdict)
-        assert await event_count(settings.database_url) - before <= 1
+        assert await event_count(system.dsn) - before <= 1
     # the store holds nothing else but the open webhook's creation
-    assert changed + imports + 1 == await event_count(settings.database_url)
+    assert changed + imports + 1 == await event_count(system.dsn)
 
 
 @FUZZ
 @given(path=odd_text)
-async def test_token_api_reads_odd_paths(system, path) -> None:  # type: ignore[no-untyped-def]
+async def test_token_api_reads_odd_paths(system: System, path) -> None:  # type: ignore[no-untyped-def]
     assume(encodable(path))  # a URL carries UTF-8 only (a surrogate cannot be sent)
-    r, _, settings = system
     async with aiohttp.ClientSession() as session:
         url = (
-            f"{r.urls['importer']}/api/notes/{aiohttp.helpers.quote(path, safe='/')}"
+            f"{system.urls['importer']}/api/notes/{aiohttp.helpers.quote(path, safe='/')}"
             if path
-            else f"{r.urls['importer']}/api/notes/x"
+            else f"{system.urls['importer']}/api/notes/x"
         )
         async with session.get(
-            url, headers={"Authorization": f"Bearer {api_token(settings, read=['fuzz/*'])}"}
+            url, headers={"Authorization": f"Bearer {api_token(system.settings, read=['fuzz/*'])}"}
         ) as resp:
             assert resp.status in (200, 400, 403, 404), await resp.text()
         async with session.get(
-            f"{r.urls['importer']}/api/notes",
+            f"{system.urls['importer']}/api/notes",
             params={"pattern": path},
-            headers={"Authorization": f"Bearer {api_token(settings)}"},
+            headers={"Authorization": f"Bearer {api_token(system.settings)}"},
         ) as resp:
             assert resp.status in (200, 400), await resp.text()
 
@@ -305,12 +287,11 @@ async def test_token_api_reads_odd_paths(system, path) -> None:  # type: ignore[
         odd_value,
     )
 )
-async def test_agent_cron_provision_answers_200_or_a_named_400(system, body) -> None:  # type: ignore[no-untyped-def]
-    r, admin, _settings = system
+async def test_agent_cron_provision_answers_200_or_a_named_400(system: System, body) -> None:  # type: ignore[no-untyped-def]
     if not hasattr(test_agent_cron_provision_answers_200_or_a_named_400, "token"):
         _, created = await post_graphql(
-            r,
-            admin,
+            system,
+            system.admin,
             """mutation { createAgent(input: {
             instanceId: "fuzz", callbackUrl: "https://agent.example/"}) { accessToken } }""",
             {},
@@ -322,7 +303,7 @@ async def test_agent_cron_provision_answers_200_or_a_named_400(system, body) -> 
     async with aiohttp.ClientSession() as session:
         for path in ("provision", "cancel"):
             async with session.post(
-                f"{r.urls['admin-api']}/api/agent-cron/{path}",
+                f"{system.urls['admin-api']}/api/agent-cron/{path}",
                 json=body,
                 headers={"Authorization": f"Bearer {token}"},
             ) as resp:
@@ -346,31 +327,24 @@ agent_answer = st.tuples(
 )
 
 
-@pytest.fixture
-async def loopback_system(settings: Settings) -> AsyncIterator[tuple[Running, str, Agent]]:
-    """Private targets allowed: the agent of this property listens on loopback."""
-    settings = dataclasses.replace(settings, allow_private_targets=True)
-    agent = await Agent().start()
-    async with running(settings, ManualClock(datetime.now(UTC))) as r:
-        yield r, await admin_token(settings.database_url), agent
-    await agent.stop()
-
-
+# Private targets allowed: the agent of this property listens on loopback.
+@pytest.mark.system(settings={"allow_private_targets": True}, open_webhook=False)
 @FUZZ
 @given(answer=agent_answer)
-async def test_any_agent_answer_is_recorded_as_success_or_failure(loopback_system, answer) -> None:  # type: ignore[no-untyped-def]
-    r, token, agent = loopback_system
+async def test_any_agent_answer_is_recorded_as_success_or_failure(system: System, answer) -> None:  # type: ignore[no-untyped-def]
     status, body, retry_after = answer
     headers = {"Retry-After": retry_after} if retry_after else {}
 
     async def respond(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=status, body=body, headers=headers)
 
-    name = f"a{len(agent.routes)}"
+    name = f"a{len(system.agent.routes)}"
     hook_id, _ = await create_webhook(
-        r, token, agent.url_for(name, respond), writePatterns=["fuzz/*"]
+        system, system.admin, system.agent.url_for(name, respond), writePatterns=["fuzz/*"]
     )
-    d = await finished(r, token, await trigger(r, token, hook_id), timeout=20)
+    d = await finished(
+        system, system.admin, await trigger(system, system.admin, hook_id), timeout=20
+    )
     assert d["status"] in ("success", "failed")
     assert d["status"] == "failed" or 200 <= status < 300
     if d["status"] == "failed":
@@ -410,13 +384,14 @@ odd_pattern = st.one_of(
     write=st.lists(odd_pattern, max_size=3),
     update=st.booleans(),
 )
-async def test_patterns_are_checked_alike_on_create_and_update(system, read, write, update) -> None:  # type: ignore[no-untyped-def]
-    r, token, settings = system
+async def test_patterns_are_checked_alike_on_create_and_update(
+    system: System, read, write, update
+) -> None:  # type: ignore[no-untyped-def]
     fields = {"readPatterns": read, "writePatterns": write}
     if update:
         if not hasattr(test_patterns_are_checked_alike_on_create_and_update, "hook"):
             test_patterns_are_checked_alike_on_create_and_update.hook = (  # type: ignore[attr-defined]
-                await create_webhook(r, token, "https://agent.example/hook")
+                await create_webhook(system, system.admin, "https://agent.example/hook")
             )[0]
         query = """mutation($input: UpdateCronWebhookInput!) {
         updateCronWebhook(input: $input) { cronWebhook { readPatterns writePatterns } } }"""
@@ -426,12 +401,12 @@ async def test_patterns_are_checked_alike_on_create_and_update(system, read, wri
         query = """mutation($input: CreateCronWebhookInput!) {
         createCronWebhook(input: $input) { cronWebhook { readPatterns writePatterns } } }"""
         variables = {"input": {"url": "https://agent.example/", "cronSchedule": "@daily", **fields}}
-    before = await event_count(settings.database_url)
-    status, body = await post_graphql(r, token, query, variables)
+    before = await event_count(system.dsn)
+    status, body = await post_graphql(system, system.admin, query, variables)
     no_crash(status, body)
     valid = all(pattern_problem(p) is None for p in [*read, *write])
     if body.get("errors"):
-        assert await event_count(settings.database_url) == before
+        assert await event_count(system.dsn) == before
         assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
         assert body["errors"][0]["extensions"]["field"] in ("readPatterns", "writePatterns")
         assert not valid or len(read) > 100 or len(write) > 100
@@ -497,15 +472,16 @@ async def note_events(dsn: str) -> int:
 
 @FUZZ
 @given(operation=agent_operation)
-async def test_agent_graphql_never_crashes_and_never_half_writes(system, operation) -> None:  # type: ignore[no-untyped-def]
-    r, _, settings = system
+async def test_agent_graphql_never_crashes_and_never_half_writes(system: System, operation) -> None:  # type: ignore[no-untyped-def]
     query, variables = operation
-    before = await note_events(settings.database_url)
+    before = await note_events(system.dsn)
     async with (
         aiohttp.ClientSession() as session,
         session.post(
-            f"{r.urls['importer']}/graphql",
-            headers={"Authorization": f"Bearer {api_token(settings, read=['fuzz/*', 'a*'])}"},
+            f"{system.urls['importer']}/graphql",
+            headers={
+                "Authorization": f"Bearer {api_token(system.settings, read=['fuzz/*', 'a*'])}"
+            },
             json={"query": query, "variables": variables},
         ) as resp,
     ):
@@ -518,7 +494,7 @@ async def test_agent_graphql_never_crashes_and_never_half_writes(system, operati
             "FORBIDDEN",
             "GRAPHQL_VALIDATION_FAILED",
         ), error
-    after = await note_events(settings.database_url)
+    after = await note_events(system.dsn)
     payload = next(iter((body.get("data") or {}).values()), None)
     if not isinstance(payload, dict) or payload.get("__typename") in (None, "ErrorPayload"):
         assert after == before  # refused: nothing written
@@ -531,16 +507,17 @@ async def test_agent_graphql_never_crashes_and_never_half_writes(system, operati
 
 @FUZZ
 @given(path=odd_text, expected=st.one_of(st.none(), odd_text))
-async def test_token_api_delete_answers_with_listed_statuses_only(system, path, expected) -> None:  # type: ignore[no-untyped-def]
+async def test_token_api_delete_answers_with_listed_statuses_only(
+    system: System, path, expected
+) -> None:  # type: ignore[no-untyped-def]
     assume(encodable(path) and (expected is None or encodable(expected)))
-    r, _, settings = system
-    url = f"{r.urls['importer']}/api/notes/{aiohttp.helpers.quote(path or 'x', safe='/')}"
+    url = f"{system.urls['importer']}/api/notes/{aiohttp.helpers.quote(path or 'x', safe='/')}"
     async with (
         aiohttp.ClientSession() as session,
         session.delete(
             url,
             params={} if expected is None else {"expected_hash": expected},
-            headers={"Authorization": f"Bearer {api_token(settings)}"},
+            headers={"Authorization": f"Bearer {api_token(system.settings)}"},
         ) as resp,
     ):
         assert resp.status in (200, 400, 403, 404, 409), await resp.text()
@@ -579,23 +556,22 @@ odd_patterns = st.one_of(st.lists(odd_text, max_size=4), odd_value)
     base=st.booleans(),
 )
 async def test_change_webhook_create_never_crashes_and_never_half_writes(  # type: ignore[no-untyped-def]
-    system, fields, base
+    system: System, fields, base
 ) -> None:
     """Patterns and filters of change webhooks (CONTRACT §11): a change webhook, or a
     named error and nothing written."""
-    r, token, settings = system
     payload = {"url": "https://agent.example/hook", "includePatterns": ["*"]} if base else {}
     payload.update(fields)
-    before = await event_count(settings.database_url)
+    before = await event_count(system.dsn)
     status, body = await post_graphql(
-        r,
-        token,
+        system,
+        system.admin,
         """mutation($input: CreateChangeWebhookInput!) {
         createChangeWebhook(input: $input) { secret changeWebhook { id includePatterns } } }""",
         {"input": payload},
     )
     no_crash(status, body)
-    after = await event_count(settings.database_url)
+    after = await event_count(system.dsn)
     if body.get("errors"):
         assert after == before
         first = body["errors"][0]
@@ -615,20 +591,19 @@ async def test_change_webhook_create_never_crashes_and_never_half_writes(  # typ
     paths=st.one_of(st.lists(odd_text, max_size=4), odd_value),
 )
 async def test_api_keys_and_manual_change_triggers_answer_named_errors(  # type: ignore[no-untyped-def]
-    system, name, skip, paths
+    system: System, name, skip, paths
 ) -> None:
-    r, token, settings = system
-    before = await event_count(settings.database_url)
+    before = await event_count(system.dsn)
     status, body = await post_graphql(
-        r,
-        token,
+        system,
+        system.admin,
         """mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) {
         key apiKey { id name } } }""",
         {"input": {"name": name, "skipWebhooks": skip}},
     )
     no_crash(status, body)
     if body.get("errors"):
-        assert await event_count(settings.database_url) == before
+        assert await event_count(system.dsn) == before
         first = body["errors"][0]
         if first.get("extensions", {}).get("code") == "BAD_USER_INPUT":
             assert first["extensions"]["field"] in ("name", "skipWebhooks", "input")
@@ -636,8 +611,8 @@ async def test_api_keys_and_manual_change_triggers_answer_named_errors(  # type:
         assert body["data"]["createApiKey"]["key"].startswith("chk_")
     if not hasattr(test_api_keys_and_manual_change_triggers_answer_named_errors, "hook"):
         _, created = await post_graphql(
-            r,
-            token,
+            system,
+            system.admin,
             """mutation { createChangeWebhook(input: {url: "https://agent.example/hook",
             includePatterns: ["*"]}) { changeWebhook { id } } }""",
             {},
@@ -646,10 +621,10 @@ async def test_api_keys_and_manual_change_triggers_answer_named_errors(  # type:
             "createChangeWebhook"
         ]["changeWebhook"]["id"]
     hook = test_api_keys_and_manual_change_triggers_answer_named_errors.hook  # type: ignore[attr-defined]
-    before = await event_count(settings.database_url)
+    before = await event_count(system.dsn)
     status, body = await post_graphql(
-        r,
-        token,
+        system,
+        system.admin,
         "mutation($id: Int!, $paths: [String!]!) { triggerChangeWebhook(id: $id, paths: $paths)"
         " { deliveryId } }",
         {"id": hook, "paths": paths},
@@ -657,7 +632,7 @@ async def test_api_keys_and_manual_change_triggers_answer_named_errors(  # type:
     no_crash(status, body)
     # No note exists in this database: every trigger is refused, naming the paths.
     assert body.get("errors"), body
-    assert await event_count(settings.database_url) == before
+    assert await event_count(system.dsn) == before
     first = body["errors"][0]
     if first.get("extensions", {}).get("code") == "BAD_USER_INPUT":
         assert first["extensions"]["field"] in ("paths", "id")
@@ -677,21 +652,20 @@ odd_moment = st.one_of(
     until=st.one_of(st.none(), odd_moment),
 )
 async def test_replay_deliveries_answers_named_errors_and_writes_nothing_odd(  # type: ignore[no-untyped-def]
-    system, webhook_id, since, until
+    system: System, webhook_id, since, until
 ) -> None:
     """No delivery of this database ever failed: a replay answers no id or a named error,
     and writes nothing either way."""
-    r, token, settings = system
-    before = await event_count(settings.database_url)
+    before = await event_count(system.dsn)
     status, body = await post_graphql(
-        r,
-        token,
+        system,
+        system.admin,
         """mutation($webhookId: Int!, $since: DateTime!, $until: DateTime) {
         replayDeliveries(webhookId: $webhookId, since: $since, until: $until) { deliveryIds } }""",
         {"webhookId": webhook_id, "since": since, "until": until},
     )
     no_crash(status, body)
-    assert await event_count(settings.database_url) == before
+    assert await event_count(system.dsn) == before
     if body.get("errors"):
         ext = body["errors"][0].get("extensions", {})
         assert ext.get("code") in ("BAD_USER_INPUT", "NOT_FOUND"), body
@@ -702,20 +676,24 @@ async def test_replay_deliveries_answers_named_errors_and_writes_nothing_odd(  #
 
 
 @pytest.fixture
-async def dev_system(settings: Settings) -> AsyncIterator[Running]:
-    settings = dataclasses.replace(settings, dev_mode=True)
-    async with running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)) as r:
+def no_debug_waits(system: System) -> None:
+    """The debug endpoint's told delays, without waiting for them."""
 
-        async def no_wait(_: float) -> None:  # a told delay, without waiting for it
-            return None
+    async def no_wait(_: float) -> None:
+        return None
 
-        r.services["admin-api"].debug.sleep = no_wait
-        yield r
+    system.services["admin-api"].debug.sleep = no_wait
 
 
 debug_param = st.one_of(odd_text, odd_int.map(str), st.sampled_from(["250ms", "1m", "60s", "1h"]))
 
 
+@pytest.mark.system(
+    services=("admin-api",),
+    settings={"allow_private_targets": True, "dev_mode": True},
+    open_webhook=False,
+)
+@pytest.mark.usefixtures("no_debug_waits")
 @FUZZ
 @given(
     params=st.dictionaries(
@@ -723,11 +701,10 @@ debug_param = st.one_of(odd_text, odd_int.map(str), st.sampled_from(["250ms", "1
     ),
     raw=st.binary(max_size=200),
 )
-async def test_debug_endpoints_answer_as_told_or_a_named_400(dev_system, params, raw) -> None:  # type: ignore[no-untyped-def]
-    r = dev_system
+async def test_debug_endpoints_answer_as_told_or_a_named_400(system: System, params, raw) -> None:  # type: ignore[no-untyped-def]
     assume(all(encodable(k) and encodable(v) for k, v in params.items()))
     async with aiohttp.ClientSession() as session:
-        url = r.urls["admin-api"]
+        url = system.urls["admin-api"]
         async with session.post(f"{url}/debug/test_webhook", params=params, data=raw) as resp:
             answer = await resp.read()
             if resp.status == 400:

@@ -12,11 +12,9 @@ sends all its cases to them, so a case costs a request, not a database."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -27,7 +25,6 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cronhooks_common.clock import ManualClock
 from cronhooks_common.graphql_limits import MAX_TOKENS
 from cronhooks_common.http_limits import (
     AGENT_CRON_BODY_BYTES,
@@ -35,9 +32,9 @@ from cronhooks_common.http_limits import (
     TOKEN_API_BODY_BYTES,
 )
 from cronhooks_common.json_input import MAX_NESTING
-from cronhooks_common.settings import Settings
-from tests.support.inprocess import Running, admin_token, running
-from tests.support.token_api import OPEN_WEBHOOK, mint, open_webhook
+from tests.support.flows import create_agent
+from tests.support.system import System
+from tests.support.token_api import mint
 
 TOO_DEEP = "request body nested deeper than 64 levels"
 LITERAL_TOO_DEEP = "a value in the query is nested more than 64 levels deep"
@@ -53,7 +50,7 @@ class Endpoint:
     name: str
     service: str
     path: str
-    credential: str  # "admin", "agent" or "api": which token of the System it takes
+    credential: str  # "admin", "agent" or "api": which token of the Sender it takes
     graphql: bool  # refuses with {"errors": [{"message", "extensions"}]}; else {"error"}
     limit: int  # of the body's size, in bytes
     template: bytes
@@ -97,10 +94,11 @@ ENDPOINTS = [
 
 
 @dataclass
-class System:
-    r: Running
-    settings: Settings
-    tokens: dict[str, str]
+class Sender:
+    """Sends to the running services as one of their credentials."""
+
+    system: System
+    tokens: dict[str, str]  # "admin", "agent" and "api"
 
     async def send(
         self,
@@ -116,7 +114,9 @@ class System:
             headers["Authorization"] = f"Bearer {self.tokens[credential]}"
         async with (
             aiohttp.ClientSession() as session,
-            session.request(method, self.r.urls[service] + path, data=raw, headers=headers) as resp,
+            session.request(
+                method, self.system.urls[service] + path, data=raw, headers=headers
+            ) as resp,
         ):
             raw = await resp.read()
         try:
@@ -139,27 +139,23 @@ class System:
         query = "select count(*) from eventstore.events"
         if not verdicts:
             query += " where type <> 'notes.rejected'"
-        conn = await asyncpg.connect(self.settings.database_url)
+        conn = await asyncpg.connect(self.system.dsn)
         try:
             return int(await conn.fetchval(query))
         finally:
             await conn.close()
 
 
+pytestmark = pytest.mark.system(
+    services=("admin-api", "importer"), settings={"dev_mode": True}, open_webhook=True
+)
+
+
 @pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[System]:
-    settings = dataclasses.replace(settings, dev_mode=True)
-    async with running(settings, ManualClock(datetime.now(UTC)), ("admin-api", "importer")) as r:
-        admin = await admin_token(settings.database_url)
-        assert await open_webhook(r, admin) == OPEN_WEBHOOK  # api tokens need a live webhook
-        _, created = await r.graphql(
-            admin,
-            "mutation($i: CreateAgentInput!) { createAgent(input: $i) { accessToken } }",
-            {"i": {"instanceId": "nesting", "callbackUrl": "https://agent.example/"}},
-        )
-        agent = created["data"]["createAgent"]["accessToken"]
-        tokens = {"admin": admin, "agent": agent, "api": mint(settings, write=["fuzz/*"])}
-        yield System(r, settings, tokens)
+async def sender(system: System) -> Sender:
+    agent, _ = await create_agent(system, system.admin, "https://agent.example/", "nesting")
+    api = mint(system.settings, write=["fuzz/*"])  # of the open webhook: tokens need a live one
+    return Sender(system, {"admin": system.admin, "agent": agent, "api": api})
 
 
 def arrays(levels: int) -> bytes:
@@ -190,17 +186,17 @@ def refused_as_too_deep(endpoint: Endpoint, status: int, answer: Any) -> bool:
     return True
 
 
-async def test_the_finding_30000_brackets_are_a_named_400_not_a_500(system: System) -> None:
+async def test_the_finding_30000_brackets_are_a_named_400_not_a_500(sender: Sender) -> None:
     """The reproduction: `[`×30,000 + `]`×30,000 as the body, with valid credentials."""
-    before = await system.events()
+    before = await sender.events()
     answers = {}
     with structlog.testing.capture_logs() as logs:
         for endpoint in ENDPOINTS:
-            status, answer = await system.post(endpoint, arrays(30_000))
+            status, answer = await sender.post(endpoint, arrays(30_000))
             answers[endpoint.name] = (status, endpoint.message(answer) if status == 400 else answer)
             assert refused_as_too_deep(endpoint, status, answer), (endpoint.name, answer)
     assert answers == {e.name: (400, TOO_DEEP) for e in ENDPOINTS}
-    assert await system.events() == before
+    assert await sender.events() == before
     refused = [e for e in logs if e.get("field") == "body" and e.get("reason") == TOO_DEEP]
     assert len(refused) == len(ENDPOINTS), logs  # one warning line each, no traceback
     assert not [e for e in logs if e["log_level"] in ("error", "critical")], logs
@@ -208,25 +204,25 @@ async def test_the_finding_30000_brackets_are_a_named_400_not_a_500(system: Syst
 
 @pytest.mark.parametrize("shape", [arrays, objects, mixed])
 async def test_64_levels_pass_the_bound_and_65_500_and_30000_are_refused_by_name(
-    system: System, shape: Callable[[int], bytes]
+    sender: Sender, shape: Callable[[int], bytes]
 ) -> None:
     """The outermost array or object is level 1, whatever the shape and wherever the deep
     part sits in the body (here inside the endpoint's own object)."""
     for endpoint in ENDPOINTS:
         body = endpoint.body(shape(MAX_NESTING - endpoint.outer))
-        status, answer = await system.post(endpoint, body)
+        status, answer = await sender.post(endpoint, body)
         assert status < 500 and TOO_DEEP not in json.dumps(answer), (endpoint.name, answer)
         if endpoint.graphql:  # the undeclared variable was read and ignored
             assert status == 200 and answer["data"] == {"__typename": "Query"}, answer
-        before = await system.events()
+        before = await sender.events()
         for levels in (MAX_NESTING + 1, 500, 30_000):
             body = endpoint.body(shape(levels - endpoint.outer))
-            status, answer = await system.post(endpoint, body)
+            status, answer = await sender.post(endpoint, body)
             if len(body) > endpoint.limit:  # 30,000 objects for agent-cron: size comes first
                 assert status == 413, (endpoint.name, levels, answer)
                 continue
             assert refused_as_too_deep(endpoint, status, answer), (endpoint.name, levels, answer)
-        assert await system.events() == before, endpoint.name
+        assert await sender.events() == before, endpoint.name
 
 
 # A nest of the given kinds, outermost first, with scalars (and, above the innermost
@@ -256,10 +252,10 @@ def nests(draw: st.DrawFn) -> tuple[Any, int]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(nest=nests(), which=st.integers(0, len(ENDPOINTS) - 1))
-async def test_any_shape_is_refused_exactly_past_64_levels(system: System, nest, which) -> None:  # type: ignore[no-untyped-def]
+async def test_any_shape_is_refused_exactly_past_64_levels(sender: Sender, nest, which) -> None:  # type: ignore[no-untyped-def]
     value, levels = nest
     endpoint = ENDPOINTS[which]
-    status, answer = await system.post(endpoint, endpoint.body(json.dumps(value).encode()))
+    status, answer = await sender.post(endpoint, endpoint.body(json.dumps(value).encode()))
     assert status < 500, answer
     too_deep = refused_as_too_deep(endpoint, status, answer)
     assert too_deep == (levels + endpoint.outer > MAX_NESTING), (levels, endpoint.name, answer)
@@ -301,17 +297,17 @@ GRAPHQL_LITERALS = {
 
 @pytest.mark.parametrize("service", ["admin-api", "importer"])
 async def test_deep_graphql_literals_are_refused_by_name_before_validation(
-    system: System, service: str
+    sender: Sender, service: str
 ) -> None:
     """Argument values, input objects, variable defaults and directive arguments nested up
     to 64 levels reach validation (an ordinary GraphQL error); deeper, up to the token
     limit, the query is QUERY_TOO_COMPLEX naming the 64 levels — never a RecursionError."""
-    before = await system.events()
+    before = await sender.events()
     for template, outer in GRAPHQL_LITERALS[service]:
         for kind, most in (("list", 4_990), ("object", 2_490)):  # ~10,000 tokens
             for levels in (MAX_NESTING, MAX_NESTING + 1, 150, 199, 200, 1_000, most):
                 query = template.replace("VALUE", literal(levels - outer, kind))
-                status, answer = await system.graphql(service, query)
+                status, answer = await sender.graphql(service, query)
                 case = (template, kind, levels)
                 assert status == 400 and "data" not in answer, (case, answer)
                 error = answer["errors"][0]
@@ -324,17 +320,17 @@ async def test_deep_graphql_literals_are_refused_by_name_before_validation(
                 else:
                     assert "64 levels" in error["message"], (case, error)
     assert MAX_TOKENS // 2 > 4 * 2_490  # the deepest are well within the token limit
-    assert await system.events() == before
+    assert await sender.events() == before
 
 
 @pytest.mark.parametrize("service", ["admin-api", "importer"])
-async def test_deep_variable_types_are_graphql_errors(system: System, service: str) -> None:
+async def test_deep_variable_types_are_graphql_errors(sender: Sender, service: str) -> None:
     """`$v: [[[…String…]]]`: a type no argument takes, refused by validation at any depth
     graphql-core's parser takes (200 levels); beyond, QUERY_TOO_COMPLEX."""
     field = "notes" if service == "admin-api" else "notePaths"
     for levels in (MAX_NESTING + 1, 199, 1_000):
         type_ = "[" * levels + "String" + "]" * levels
-        status, answer = await system.graphql(
+        status, answer = await sender.graphql(
             service, f"query($v: {type_}) {{ {field}(pattern: $v) {{ path }} }}"
         )
         assert status == 400, answer
@@ -449,24 +445,24 @@ def names_the_field_or_body(placement: Placement, status: int, answer: Any) -> b
     return any(name in answer["error"] for name in (*placement.fields, "request body"))
 
 
-async def test_absurd_values_are_a_named_4xx_and_write_nothing(system: System) -> None:
-    before = await system.events(verdicts=False)
+async def test_absurd_values_are_a_named_4xx_and_write_nothing(sender: Sender) -> None:
+    before = await sender.events(verdicts=False)
     unnamed = []
     for name, value in ABSURD.items():
         for placement in PLACEMENTS:
-            status, answer = await system.post(placement.endpoint, placement.body(value))
+            status, answer = await sender.post(placement.endpoint, placement.body(value))
             if not names_the_field_or_body(placement, status, answer):
                 unnamed.append((name, placement.endpoint.name, placement.fields, status, answer))
     assert not unnamed, "\n".join(repr(u)[:300] for u in unnamed)
-    assert await system.events(verdicts=False) == before
+    assert await sender.events(verdicts=False) == before
 
 
-async def test_absurd_bodies_whole_are_refused_naming_the_body(system: System) -> None:
+async def test_absurd_bodies_whole_are_refused_naming_the_body(sender: Sender) -> None:
     """Not an object at all, or an object of nothing the endpoint knows."""
-    before = await system.events(verdicts=False)
+    before = await sender.events(verdicts=False)
     for name, value in {**ABSURD, "empty object": "{}", "null": "null"}.items():
         for endpoint in ENDPOINTS:
-            status, answer = await system.post(endpoint, value.encode())
+            status, answer = await sender.post(endpoint, value.encode())
             assert 400 <= status < 500, (name, endpoint.name, status, answer)
             message = endpoint.message(answer)
             assert any(n in message for n in ("body", "changes", "job_id", "query")), (
@@ -474,7 +470,7 @@ async def test_absurd_bodies_whole_are_refused_naming_the_body(system: System) -
                 endpoint.name,
                 answer,
             )
-    assert await system.events(verdicts=False) == before
+    assert await sender.events(verdicts=False) == before
 
 
 # Query parameters: text, not JSON, but absurd all the same.
@@ -494,40 +490,40 @@ ABSURD_TEXT = [
 ]
 
 
-async def test_absurd_query_parameters_of_the_token_api(system: System) -> None:
-    before = await system.events(verdicts=False)
+async def test_absurd_query_parameters_of_the_token_api(sender: Sender) -> None:
+    before = await sender.events(verdicts=False)
     for text in ABSURD_TEXT:
-        status, answer = await system.send("GET", "importer", f"/api/notes?pattern={text}", "api")
+        status, answer = await sender.send("GET", "importer", f"/api/notes?pattern={text}", "api")
         assert status in (200, 400), (text[:40], status, answer)
         if status == 400:
             assert answer["error"].startswith("pattern: "), answer
-        status, answer = await system.send(
+        status, answer = await sender.send(
             "DELETE", "importer", f"/api/notes/fuzz/a?expected_hash={text}", "api"
         )
         assert status in (400, 404), (text[:40], status, answer)
         assert "expected_hash" in answer["error"] or "no note" in answer["error"], answer
-        status, answer = await system.send("DELETE", "importer", f"/api/notes/{text}x", "api")
+        status, answer = await sender.send("DELETE", "importer", f"/api/notes/{text}x", "api")
         assert status in (400, 403, 404), (text[:40], status, answer)
-    assert await system.events(verdicts=False) == before
+    assert await sender.events(verdicts=False) == before
 
 
 # --- the dev-mode debug endpoints ----------------------------------------------------------
 
 
-async def test_debug_endpoints_take_deep_and_absurd_input_without_a_500(system: System) -> None:
+async def test_debug_endpoints_take_deep_and_absurd_input_without_a_500(sender: Sender) -> None:
     """The sink records any body and lists it (one nested past 64 levels as its text);
     its parameters of thousands of digits are refused by name."""
     digits = "1" + "0" * 5000
     bodies = [arrays(65), arrays(1_000), arrays(30_000), *(v.encode() for v in ABSURD.values())]
     for raw in bodies:
-        status, _ = await system.send("POST", "admin-api", "/debug/test_webhook", raw=raw)
+        status, _ = await sender.send("POST", "admin-api", "/debug/test_webhook", raw=raw)
         assert status == 200
-    status, listed = await system.send("GET", "admin-api", "/debug/test_webhook_calls")
+    status, listed = await sender.send("GET", "admin-api", "/debug/test_webhook_calls")
     assert status == 200, listed
     shown = [call["body"] for call in listed["calls"][: len(bodies)]]
     assert shown[:3] == [arrays(65).decode(), arrays(1_000).decode(), arrays(30_000).decode()]
     deep_told = quote(arrays(1_000).decode())
-    status, told = await system.send("POST", "admin-api", f"/debug/test_webhook?body={deep_told}")
+    status, told = await sender.send("POST", "admin-api", f"/debug/test_webhook?body={deep_told}")
     assert status == 200 and told == arrays(1_000).decode()  # answered as told, unparsed
     for path, field in (
         (f"/debug/test_webhook?status={digits}", "status"),
@@ -539,5 +535,5 @@ async def test_debug_endpoints_take_deep_and_absurd_input_without_a_500(system: 
         ("/debug/run_cron_job?id=%ED%A0%80", "id"),
     ):
         method = "GET" if "calls" in path else "POST"
-        status, answer = await system.send(method, "admin-api", path)
+        status, answer = await sender.send(method, "admin-api", path)
         assert (status, answer.get("field")) == (400, field), (path[:40], status, answer)

@@ -4,29 +4,17 @@ the webhook's zone, succeeded vs failed and p95 duration, every day listed; boun
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from zoneinfo import ZoneInfo
 
-import pytest
 from aiohttp import web
 
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.support.agent import Agent, Received
+from tests.support.agent import Received
 from tests.support.flows import create_webhook, finished, retry_due, trigger
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.inprocess import eventually
+from tests.support.system import System
 
 ZONE = "Pacific/Kiritimati"  # UTC+14: its days are not UTC's
-
-
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    agent = await Agent().start()
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock, agent
-    await agent.stop()
 
 
 def daily(hook: int, days: str = "") -> str:
@@ -34,30 +22,31 @@ def daily(hook: int, days: str = "") -> str:
         dailyStats{days} {{ day total succeeded failed p95DurationMs }} }} }}"""
 
 
-async def test_daily_stats_count_each_day_in_the_webhooks_zone(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
+async def test_daily_stats_count_each_day_in_the_webhooks_zone(system: System) -> None:
     codes = iter([200, 200, 500])
 
     async def scripted(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=next(codes))
 
-    hook, _ = await create_webhook(r, token, agent.url_for("s", scripted), timezone=ZONE)
-    first_day = clock.now()
+    hook, _ = await create_webhook(
+        system, system.admin, system.agent.url_for("s", scripted), timezone=ZONE
+    )
+    first_day = system.clock.now()
     for _ in range(2):
-        await finished(r, token, await trigger(r, token, hook))
-    clock.advance(timedelta(days=1))
-    failed_day = clock.now()
-    await finished(r, token, await trigger(r, token, hook))
-    clock.advance(timedelta(days=2))
+        await finished(system, system.admin, await trigger(system, system.admin, hook))
+    system.clock.advance(timedelta(days=1))
+    failed_day = system.clock.now()
+    await finished(system, system.admin, await trigger(system, system.admin, hook))
+    system.clock.advance(timedelta(days=2))
 
     async def settled() -> list[dict[str, object]] | None:
-        _, body = await r.graphql(token, daily(hook))
+        _, body = await system.graphql(system.admin, daily(hook))
         days = body["data"]["cronWebhook"]["dailyStats"]
         return days if sum(d["total"] for d in days) == 3 else None
 
     days = await eventually(settled)
     zone = ZoneInfo(ZONE)
-    today = clock.now().astimezone(zone).date()
+    today = system.clock.now().astimezone(zone).date()
     assert [d["day"] for d in days] == [str(today - timedelta(days=n)) for n in range(6, -1, -1)]
     by_day = {d["day"]: d for d in days}
     ok = by_day[str(first_day.astimezone(zone).date())]
@@ -69,47 +58,47 @@ async def test_daily_stats_count_each_day_in_the_webhooks_zone(system) -> None: 
     assert len(quiet) == 5
     assert all((d["total"], d["p95DurationMs"]) == (0, None) for d in quiet)
 
-    _, body = await r.graphql(token, daily(hook, "(days: 2)"))
+    _, body = await system.graphql(system.admin, daily(hook, "(days: 2)"))
     assert [d["day"] for d in body["data"]["cronWebhook"]["dailyStats"]] == [
         str(today - timedelta(days=1)),
         str(today),
     ]
     for bad_days in (0, 32):
-        _, body = await r.graphql(token, daily(hook, f"(days: {bad_days})"))
+        _, body = await system.graphql(system.admin, daily(hook, f"(days: {bad_days})"))
         [error] = body["errors"]
         assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "days"}
 
 
-async def test_change_webhooks_have_daily_stats_too(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
-    _, body = await r.graphql(
-        token,
+async def test_change_webhooks_have_daily_stats_too(system: System) -> None:
+    _, body = await system.graphql(
+        system.admin,
         """mutation($url: String!) { createChangeWebhook(input: {url: $url,
         includePatterns: ["a/*"]}) { changeWebhook { dailyStats(days: 3) { day total } } } }""",
-        {"url": agent.url},
+        {"url": system.agent.url},
     )
-    today = clock.now().date()  # UTC
+    today = system.clock.now().date()  # UTC
     assert body["data"]["createChangeWebhook"]["changeWebhook"]["dailyStats"] == [
         {"day": str(today - timedelta(days=n)), "total": 0} for n in (2, 1, 0)
     ]
 
 
-async def test_a_retried_manual_delivery_stays_manual(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
+async def test_a_retried_manual_delivery_stays_manual(system: System) -> None:
     answers = iter([500, 200])
 
     async def flaky(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=next(answers))
 
-    hook, _ = await create_webhook(r, token, agent.url_for("f", flaky), maxRetries=1)
-    delivery_id = await trigger(r, token, hook)
-    await eventually(lambda: retry_due(settings.database_url, delivery_id))
-    clock.advance(timedelta(seconds=10))
-    d = await finished(r, token, delivery_id)
+    hook, _ = await create_webhook(
+        system, system.admin, system.agent.url_for("f", flaky), maxRetries=1
+    )
+    delivery_id = await trigger(system, system.admin, hook)
+    await eventually(lambda: retry_due(system.dsn, delivery_id))
+    system.clock.advance(timedelta(seconds=10))
+    d = await finished(system, system.admin, delivery_id)
     assert (d["status"], d["attempt"], d["trigger"]) == ("success", 2, "MANUAL")
-    assert [c.body["trigger"] for c in agent.at("f")] == ["manual", "retry"]  # on the wire
-    _, body = await r.graphql(
-        token,
+    assert [c.body["trigger"] for c in system.agent.at("f")] == ["manual", "retry"]  # on the wire
+    _, body = await system.graphql(
+        system.admin,
         """query($id: Int!) { cronWebhookDelivery(id: $id) {
         attempts { attempt logsExpired requestBody } } }""",
         {"id": delivery_id},

@@ -2,88 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
-import asyncpg
 import pytest
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from cronhooks_common.clock import ManualClock, iso
-from cronhooks_common.settings import Settings
-from tests.support import rabbit
-from tests.support.agent import Agent, Received
-from tests.support.flows import create_webhook, finished, retry_due, trigger
-from tests.support.inprocess import Running, admin_token, eventually, running
-
-TABLES = {
-    "admin.webhooks": "id",
-    "admin.deliveries": "id",
-    "admin.delivery_attempts": "delivery_id, attempt",
-    "admin.attempt_logs": "delivery_id, attempt",
-    "admin.notes": "path",
-    "admin.alerts": "id",
-}
+from cronhooks_common.clock import iso
+from tests.support.agent import Received
+from tests.support.flows import create_change_webhook, create_webhook, finished, retry_due, trigger
+from tests.support.inprocess import eventually
+from tests.support.projections import TABLES, quiet, rebuild, snapshot
+from tests.support.system import System
 
 
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    agent = await Agent().start()
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock, agent
-    await agent.stop()
-
-
-async def snapshot(dsn: str) -> dict[str, Any]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        out: dict[str, Any] = {
-            t: [dict(r) for r in await conn.fetch(f"select * from {t} order by {k}")]
-            for t, k in TABLES.items()
-        }
-        return out
-    finally:
-        await conn.close()
-
-
-async def quiet(dsn: str, vhost: str) -> None:
-    """Wait until every event is published, every consumer is drained and the admin
-    projector has applied the last event of the store."""
-
-    async def settled() -> bool:
-        conn = await asyncpg.connect(dsn)
-        try:
-            outbox = await conn.fetchval("select count(*) from eventstore.outbox")
-            caught_up = await conn.fetchval(
-                """select (c.txid, c.position) = (e.txid, e.position)
-                from admin.projection_checkpoints c,
-                     (select txid, position from eventstore.events
-                      order by txid desc, position desc limit 1) e
-                where c.name = 'live'"""
-            )
-        finally:
-            await conn.close()
-        queues = [
-            await rabbit.queue_depth(vhost, f"cronhooks.{q}")
-            for q in ("scheduler", "dispatcher", "importer")
-        ]
-        return outbox == 0 and bool(caught_up) and queues == [0, 0, 0]
-
-    await eventually(settled, timeout=30, interval=0.2)
-    await asyncio.sleep(1.0)
-
-
-async def test_rebuilt_read_models_equal_the_live_ones(
-    system, settings: Settings, vhost: str
-) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
-    since = clock.now()
+async def test_rebuilt_read_models_equal_the_live_ones(system: System) -> None:
+    since = system.clock.now()
     answers = iter([500, 200] + [200] * 50)
 
     async def mixed(_: web.Request, __: Received) -> web.StreamResponse:
@@ -100,75 +34,77 @@ async def test_rebuilt_read_models_equal_the_live_ones(
             }
         )
 
-    a, _ = await create_webhook(r, token, agent.url_for("mixed", mixed), maxRetries=1)
+    a, _ = await create_webhook(
+        system, system.admin, system.agent.url_for("mixed", mixed), maxRetries=1
+    )
     b, _ = await create_webhook(
-        r,
-        token,
-        agent.url_for("writer", writer),
+        system,
+        system.admin,
+        system.agent.url_for("writer", writer),
         writePatterns=["digests/*"],
         cronSchedule="*/5 * * * *",
         jitterSeconds=30,  # CONTRACT §13: both kept by the rebuild (its manual triggers
         maxDeliveriesPerDay=10,  # count against the budget)
     )
-    c, _ = await create_webhook(r, token, agent.url_for("gone", lambda *_: _gone()))
-    # A change webhook (CONTRACT §11) fired by the writer's notes (written at depth 1).
-    _, body = await r.graphql(
-        token,
-        """mutation($input: CreateChangeWebhookInput!) { createChangeWebhook(input: $input) {
-        changeWebhook { id } } }""",
-        {
-            "input": {
-                "url": agent.url_for("changes", _fail),
-                "includePatterns": ["digests/*"],
-                "maxDepth": 2,
-            }
-        },
+    c, _ = await create_webhook(
+        system, system.admin, system.agent.url_for("gone", lambda *_: _gone())
     )
-    d = body["data"]["createChangeWebhook"]["changeWebhook"]["id"]
-    await r.graphql(
-        token,
+    # A change webhook (CONTRACT §11) fired by the writer's notes (written at depth 1).
+    d, _ = await create_change_webhook(
+        system,
+        system.admin,
+        system.agent.url_for("changes", _fail),
+        includePatterns=["digests/*"],
+        maxDepth=2,
+    )
+    await system.graphql(
+        system.admin,
         """mutation($id: Int!) { updateChangeWebhook(input: {id: $id, onRemove: false,
         description: "digest watcher"}) { changeWebhook { id } } }""",
         {"id": d},
     )
-    await r.graphql(
-        token,
+    await system.graphql(
+        system.admin,
         """mutation($id: Int!) { updateCronWebhook(input: {id: $id, description: "renamed",
         cronSchedule: "0 12 * * *", timezone: "Europe/Berlin"}) { cronWebhook { id } } }""",
         {"id": a},
     )
-    first = await trigger(r, token, a)
-    await eventually(lambda: retry_due(settings.database_url, first))
-    clock.advance(timedelta(seconds=10))
-    await finished(r, token, first)
+    first = await trigger(system, system.admin, a)
+    await eventually(lambda: retry_due(system.dsn, first))
+    system.clock.advance(timedelta(seconds=10))
+    await finished(system, system.admin, first)
     for _ in range(3):
-        await finished(r, token, await trigger(r, token, b))
-    for got in await agent.wait_for(3, name="changes"):
-        await finished(r, token, got.body["id"])
+        await finished(system, system.admin, await trigger(system, system.admin, b))
+    for got in await system.agent.wait_for(3, name="changes"):
+        await finished(system, system.admin, got.body["id"])
     # Their replays (CONTRACT §12) fail as well; each knows what it replays.
-    _, body = await r.graphql(
-        token,
+    _, body = await system.graphql(
+        system.admin,
         """mutation($id: Int!, $since: DateTime!) { replayDeliveries(webhookId: $id,
         since: $since) { deliveryIds } }""",
         {"id": d, "since": iso(since)},
     )
     replays = body["data"]["replayDeliveries"]["deliveryIds"]
     for replayed in replays:
-        await finished(r, token, replayed)
-    await finished(r, token, await trigger(r, token, c))  # 410: disables c (an open alert)
+        await finished(system, system.admin, replayed)
+    await finished(
+        system, system.admin, await trigger(system, system.admin, c)
+    )  # 410: disables c (an open alert)
     codes = iter([500, 500, 500, 200])
 
     async def flaky(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=next(codes))
 
-    e, _ = await create_webhook(r, token, agent.url_for("flaky", flaky))
+    e, _ = await create_webhook(system, system.admin, system.agent.url_for("flaky", flaky))
     for _ in range(4):  # an alert raised at the third failure, resolved by the success
-        await finished(r, token, await trigger(r, token, e))
-    await r.graphql(token, f"mutation {{ deleteCronWebhook(id: {a}) {{ id }} }}")
-    await r.graphql(token, f"mutation {{ regenerateCronWebhookSecret(id: {b}) {{ secret }} }}")
-    await quiet(settings.database_url, vhost)
+        await finished(system, system.admin, await trigger(system, system.admin, e))
+    await system.graphql(system.admin, f"mutation {{ deleteCronWebhook(id: {a}) {{ id }} }}")
+    await system.graphql(
+        system.admin, f"mutation {{ regenerateCronWebhookSecret(id: {b}) {{ secret }} }}"
+    )
+    await quiet(system.dsn, system.vhost)
 
-    live = await snapshot(settings.database_url)
+    live = await snapshot(system.dsn)
     assert len(live["admin.webhooks"]) == 5 and len(live["admin.deliveries"]) == 15
     assert sorted(x["id"] for x in live["admin.deliveries"] if x["replay_of"]) == replays
     assert len(replays) == 3
@@ -176,7 +112,9 @@ async def test_rebuilt_read_models_equal_the_live_ones(
     # c: raised disabled by its 410, open; d: its three change deliveries failed (its agent
     # answers 500), open; e: resolved.
     alerts = sorted(live["admin.alerts"], key=lambda x: x["webhook_id"])
-    assert [(x["webhook_id"], x["kind"], x["disabled"], x["resolved_at"] is None) for x in alerts] == [
+    assert [
+        (x["webhook_id"], x["kind"], x["disabled"], x["resolved_at"] is None) for x in alerts
+    ] == [
         (c, "cron", True, True),
         (d, "change", False, True),
         (e, "cron", False, False),
@@ -184,20 +122,8 @@ async def test_rebuilt_read_models_equal_the_live_ones(
     assert len(live["admin.notes"]) == 3
     retried = next(x for x in live["admin.deliveries"] if x["id"] == first)
     assert (retried["attempt"], retried["trigger"]) == (2, "manual")  # retries are attempts
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        "projections",
-        "rebuild",
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    assert out.decode().startswith("replayed ")
-    rebuilt = await snapshot(settings.database_url)
+    assert (await rebuild(system.settings)).startswith("replayed ")
+    rebuilt = await snapshot(system.dsn)
     for table in TABLES:
         assert rebuilt[table] == live[table], table
 
@@ -210,22 +136,21 @@ async def _fail(_: web.Request, __: Received) -> web.StreamResponse:
     return web.Response(status=500)
 
 
-async def test_stats_and_consecutive_failures(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
+async def test_stats_and_consecutive_failures(system: System) -> None:
     codes = iter([200, 500, 200, 500, 500])
 
     async def scripted(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=next(codes))
 
-    hook, _ = await create_webhook(r, token, agent.url_for("s", scripted))
+    hook, _ = await create_webhook(system, system.admin, system.agent.url_for("s", scripted))
     for _ in range(5):
-        await finished(r, token, await trigger(r, token, hook))
+        await finished(system, system.admin, await trigger(system, system.admin, hook))
     query = f"""{{ cronWebhook(id: {hook}) {{ consecutiveFailures lastDeliveryStatus
         stats {{ last24h {{ total succeeded failed successRate p50DurationMs p95DurationMs }}
                  last7d {{ total }} }} }} }}"""
 
     async def settled() -> dict | None:  # type: ignore[type-arg]
-        _, body = await r.graphql(token, query)
+        _, body = await system.graphql(system.admin, query)
         hook_data = body["data"]["cronWebhook"]
         # The row and the stats are read on separate snapshots: wait until both are final.
         final = hook_data["stats"]["last24h"]["total"] == 5 and hook_data["lastDeliveryStatus"]
@@ -238,28 +163,29 @@ async def test_stats_and_consecutive_failures(system) -> None:  # type: ignore[n
     assert day["p50DurationMs"] is not None and day["p95DurationMs"] >= day["p50DurationMs"]
     assert data["stats"]["last7d"]["total"] == 5
     assert data["consecutiveFailures"] == 2 and data["lastDeliveryStatus"] == "failed"
-    clock.advance(timedelta(days=2))  # outside the 24 h window, inside the 7 d one
-    _, body = await r.graphql(token, query)
+    system.clock.advance(timedelta(days=2))  # outside the 24 h window, inside the 7 d one
+    _, body = await system.graphql(system.admin, query)
     assert body["data"]["cronWebhook"]["stats"]["last24h"]["total"] == 0
     assert body["data"]["cronWebhook"]["stats"]["last24h"]["successRate"] is None
     assert body["data"]["cronWebhook"]["stats"]["last7d"]["total"] == 5
 
 
-async def test_after_regeneration_only_the_new_secret_verifies(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, agent = system
-    hook, old = await create_webhook(r, token, agent.url_for("v", lambda *_: _plain_ok()))
-    _, body = await r.graphql(
-        token, f"mutation {{ regenerateCronWebhookSecret(id: {hook}) {{ secret }} }}"
+async def test_after_regeneration_only_the_new_secret_verifies(system: System) -> None:
+    hook, old = await create_webhook(
+        system, system.admin, system.agent.url_for("v", lambda *_: _plain_ok())
+    )
+    _, body = await system.graphql(
+        system.admin, f"mutation {{ regenerateCronWebhookSecret(id: {hook}) {{ secret }} }}"
     )
     new = body["data"]["regenerateCronWebhookSecret"]["secret"]
-    await finished(r, token, await trigger(r, token, hook))
-    [got] = agent.at("v")
+    await finished(system, system.admin, await trigger(system, system.admin, hook))
+    [got] = system.agent.at("v")
     Webhook(new).verify(got.raw, got.headers)
     with pytest.raises(WebhookVerificationError):
         Webhook(old).verify(got.raw, got.headers)
     # No answer ever shows a secret again.
-    _, body = await r.graphql(
-        token, f"{{ cronWebhook(id: {hook}) {{ hasSecret }} cronWebhooks {{ id }} }}"
+    _, body = await system.graphql(
+        system.admin, f"{{ cronWebhook(id: {hook}) {{ hasSecret }} cronWebhooks {{ id }} }}"
     )
     assert body["data"]["cronWebhook"] == {"hasSecret": True}
     assert new not in str(body) and old not in str(body)

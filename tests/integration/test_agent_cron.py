@@ -8,9 +8,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
-import sys
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,11 +24,13 @@ from cronhooks_common.crypto import SecretBox
 from cronhooks_common.keys import active_key, published_jwks
 from cronhooks_common.settings import Settings
 from cronhooks_dispatcher.fire import FireCaller
+from tests.support.flows import agent_cron, create_agent
+from tests.support.graphql import CREATE_AGENT
 from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.processes import cli_ok
 from tests.support.sdk_agent import SdkAgent
+from tests.support.system import System
 
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id instanceId callbackUrl } } }"""
 # What NousResearch hermes' Chronos verifier accepts: no EdDSA, hence RS256 by default.
 HERMES_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384"]
 
@@ -47,15 +46,8 @@ def settings(settings: Settings, fire_algorithm: str) -> Settings:
     return dataclasses.replace(settings, fire_jwt_algorithm=fire_algorithm)
 
 
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock]]:
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock
-
-
 async def make_agent(
-    r: Running, admin: str, settings: Settings, tmp: Path, instance: str, **kw: Any
+    r: Running | System, admin: str, settings: Settings, tmp: Path, instance: str, **kw: Any
 ) -> tuple[SdkAgent, str, int]:
     verifier = FireVerifier(
         jwks_url=f"{r.urls['admin-api']}/.well-known/jwks.json",
@@ -65,26 +57,8 @@ async def make_agent(
     agent = await SdkAgent(
         verifier=verifier, store=SqliteClaimStore(tmp / f"{instance}.db"), **kw
     ).start()
-    _, body = await r.graphql(
-        admin, CREATE_AGENT, {"i": {"instanceId": instance, "callbackUrl": agent.url}}
-    )
-    created = body["data"]["createAgent"]
-    return agent, created["accessToken"], created["agent"]["id"]
-
-
-async def api(
-    r: Running, token: str | None, method: str, path: str, body: Any = None
-) -> tuple[int, Any]:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.request(
-            method,
-            f"{r.urls['admin-api']}/api/agent-cron/{path}",
-            json=body,
-            headers={} if token is None else {"Authorization": f"Bearer {token}"},
-        ) as resp,
-    ):
-        return resp.status, await resp.json(content_type=None)
+    token, agent_id = await create_agent(r, admin, agent.url, instance)
+    return agent, token, agent_id
 
 
 def jwks_url(r: Running) -> str:
@@ -143,13 +117,14 @@ async def timer_due(dsn: str, agent_id: int, job_id: str) -> datetime | None:
 
 
 async def test_provision_then_fire_at_fire_at_with_a_verified_jwt(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, clock = system
-    agent, token, agent_id = await make_agent(r, admin, settings, tmp_path, "inst-1")
-    fire_at = clock.now() + timedelta(seconds=30)
-    status, body = await api(
-        r,
+    system: System, tmp_path: Path
+) -> None:
+    agent, token, agent_id = await make_agent(
+        system, system.admin, system.settings, tmp_path, "inst-1"
+    )
+    fire_at = system.clock.now() + timedelta(seconds=30)
+    status, body = await agent_cron(
+        system,
         token,
         "POST",
         "provision",
@@ -161,11 +136,11 @@ async def test_provision_then_fire_at_fire_at_with_a_verified_jwt(
         },
     )
     assert status == 200 and body["schedule_id"]
-    assert await eventually(lambda: timer_due(settings.database_url, agent_id, "digest")) == fire_at
-    clock.set(fire_at - timedelta(seconds=1))
+    assert await eventually(lambda: timer_due(system.dsn, agent_id, "digest")) == fire_at
+    system.clock.set(fire_at - timedelta(seconds=1))
     await asyncio.sleep(0.3)
     assert agent.runs == []  # a second early: nothing
-    clock.set(fire_at)
+    system.clock.set(fire_at)
     [(job_id, fired_for)] = await agent.wait_runs(1)
     assert (
         job_id == "digest" and datetime.fromisoformat(fired_for.replace("Z", "+00:00")) == fire_at
@@ -177,14 +152,14 @@ async def test_provision_then_fire_at_fire_at_with_a_verified_jwt(
     header = jwt.get_unverified_header(raw)
     claims = jwt.decode(raw, options={"verify_signature": False})
     assert header["alg"] == "RS256" and header["kid"]  # the default
-    assert claims["aud"] == "agent:inst-1" and claims["iss"] == settings.public_url
+    assert claims["aud"] == "agent:inst-1" and claims["iss"] == system.settings.public_url
     assert claims["purpose"] == "cron_fire" and claims["job_id"] == "digest" and claims["jti"]
     assert claims["fire_at"] == fire_at.isoformat()
     assert claims["nbf"] <= claims["iat"] < claims["exp"] <= claims["iat"] + 120
     # The trigger is consumed.
-    await eventually(lambda: _empty_list(r, token))
-    _, triggers = await r.graphql(
-        admin, f"{{ agentTriggers(agentId: {agent_id}) {{ jobId state lastOutcome }} }}"
+    await eventually(lambda: _empty_list(system, token))
+    _, triggers = await system.graphql(
+        system.admin, f"{{ agentTriggers(agentId: {agent_id}) {{ jobId state lastOutcome }} }}"
     )
     assert triggers["data"]["agentTriggers"] == [
         {"jobId": "digest", "state": "fired", "lastOutcome": "delivered"}
@@ -193,26 +168,30 @@ async def test_provision_then_fire_at_fire_at_with_a_verified_jwt(
 
 
 async def _empty_list(r: Running, token: str) -> bool:
-    _, body = await api(r, token, "GET", "list")
+    _, body = await agent_cron(r, token, "GET", "list")
     return body["jobs"] == []
 
 
 async def test_duplicate_and_replacing_provisions_and_cancel(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, clock = system
-    agent, token, agent_id = await make_agent(r, admin, settings, tmp_path, "inst-2")
-    t0 = clock.now()
+    system: System, tmp_path: Path
+) -> None:
+    agent, token, agent_id = await make_agent(
+        system, system.admin, system.settings, tmp_path, "inst-2"
+    )
+    t0 = system.clock.now()
     first = {
         "job_id": "j",
         "fire_at": (t0 + timedelta(seconds=10)).isoformat(),
         "agent_callback_url": agent.url,
     }
-    ids = {(await api(r, token, "POST", "provision", first))[1]["schedule_id"] for _ in range(3)}
+    ids = {
+        (await agent_cron(system, token, "POST", "provision", first))[1]["schedule_id"]
+        for _ in range(3)
+    }
     assert len(ids) == 1  # the same call thrice arms one trigger
     moved = {**first, "fire_at": (t0 + timedelta(seconds=20)).isoformat()}
-    assert (await api(r, token, "POST", "provision", moved))[1]["schedule_id"] in ids
-    _, listing = await api(r, token, "GET", "list")
+    assert (await agent_cron(system, token, "POST", "provision", moved))[1]["schedule_id"] in ids
+    _, listing = await agent_cron(system, token, "GET", "list")
     assert (
         listing["jobs"]
         == listing["armed"]
@@ -225,19 +204,22 @@ async def test_duplicate_and_replacing_provisions_and_cancel(
             }
         ]
     )
-    await eventually(lambda: _due_is(settings, agent_id, "j", t0 + timedelta(seconds=20)))
-    clock.set(t0 + timedelta(seconds=15))  # the old time passes: nothing fires
+    await eventually(lambda: _due_is(system.settings, agent_id, "j", t0 + timedelta(seconds=20)))
+    system.clock.set(t0 + timedelta(seconds=15))  # the old time passes: nothing fires
     await asyncio.sleep(0.3)
     assert agent.runs == []
-    clock.set(t0 + timedelta(seconds=20))
+    system.clock.set(t0 + timedelta(seconds=20))
     await agent.wait_runs(1)
     # A job armed and cancelled never fires; cancelling twice or an unknown job is fine.
     other = {"job_id": "k", "fire_at": (t0 + timedelta(seconds=40)).isoformat()}
-    await api(r, token, "POST", "provision", other)
+    await agent_cron(system, token, "POST", "provision", other)
     for job in ("k", "k", "never-armed"):
-        assert await api(r, token, "POST", "cancel", {"job_id": job}) == (200, {"ok": True})
-    await eventually(lambda: _due_is(settings, agent_id, "k", None))
-    clock.set(t0 + timedelta(seconds=60))
+        assert await agent_cron(system, token, "POST", "cancel", {"job_id": job}) == (
+            200,
+            {"ok": True},
+        )
+    await eventually(lambda: _due_is(system.settings, agent_id, "k", None))
+    system.clock.set(t0 + timedelta(seconds=60))
     await asyncio.sleep(0.3)
     assert len(agent.runs) == 1
     await agent.stop()
@@ -247,22 +229,19 @@ async def _due_is(settings: Settings, agent_id: int, job: str, due: datetime | N
     return await timer_due(settings.database_url, agent_id, job) == due
 
 
-async def test_agents_cannot_see_or_touch_each_others_jobs(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, clock = system
-    a, token_a, _ = await make_agent(r, admin, settings, tmp_path, "inst-a")
-    b, token_b, _ = await make_agent(r, admin, settings, tmp_path, "inst-b")
-    when = (clock.now() + timedelta(seconds=5)).isoformat()
-    await api(r, token_a, "POST", "provision", {"job_id": "shared", "fire_at": when})
-    assert (await api(r, token_b, "GET", "list"))[1] == {"jobs": [], "armed": []}
-    await api(r, token_b, "POST", "cancel", {"job_id": "shared"})
-    assert len((await api(r, token_a, "GET", "list"))[1]["jobs"]) == 1
-    clock.advance(timedelta(seconds=5))
+async def test_agents_cannot_see_or_touch_each_others_jobs(system: System, tmp_path: Path) -> None:
+    a, token_a, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-a")
+    b, token_b, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-b")
+    when = (system.clock.now() + timedelta(seconds=5)).isoformat()
+    await agent_cron(system, token_a, "POST", "provision", {"job_id": "shared", "fire_at": when})
+    assert (await agent_cron(system, token_b, "GET", "list"))[1] == {"jobs": [], "armed": []}
+    await agent_cron(system, token_b, "POST", "cancel", {"job_id": "shared"})
+    assert len((await agent_cron(system, token_a, "GET", "list"))[1]["jobs"]) == 1
+    system.clock.advance(timedelta(seconds=5))
     await a.wait_runs(1)
     await asyncio.sleep(0.3)
     assert b.runs == [] and b.requests == []
-    assert (await api(r, "chg_not-a-token", "GET", "list"))[0] == 401
+    assert (await agent_cron(system, "chg_not-a-token", "GET", "list"))[0] == 401
     await a.stop()
     await b.stop()
 
@@ -286,48 +265,49 @@ async def test_agents_cannot_see_or_touch_each_others_jobs(
     ],
 )
 async def test_malformed_provisions_name_the_field(
-    system, settings: Settings, tmp_path: Path, body, field
+    system: System, tmp_path: Path, body, field
 ) -> None:  # type: ignore[no-untyped-def]
-    r, admin, _ = system
-    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "inst-v")
-    status, answer = await api(r, token, "POST", "provision", body)
+    agent, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-v")
+    status, answer = await agent_cron(system, token, "POST", "provision", body)
     assert status == 400 and answer["field"] == field, answer
-    assert (await api(r, token, "GET", "list"))[1] == {"jobs": [], "armed": []}
+    assert (await agent_cron(system, token, "GET", "list"))[1] == {"jobs": [], "armed": []}
     await agent.stop()
 
 
-async def test_a_past_fire_at_fires_at_once(system, settings: Settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    r, admin, clock = system
-    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "inst-p")
-    await api(
-        r,
+async def test_a_past_fire_at_fires_at_once(system: System, tmp_path: Path) -> None:
+    agent, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-p")
+    await agent_cron(
+        system,
         token,
         "POST",
         "provision",
-        {"job_id": "late", "fire_at": (clock.now() - timedelta(minutes=5)).isoformat()},
+        {"job_id": "late", "fire_at": (system.clock.now() - timedelta(minutes=5)).isoformat()},
     )
     await agent.wait_runs(1)
     await agent.stop()
 
 
-async def test_a_503_then_202_agent_runs_the_job_once(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, clock = system
+async def test_a_503_then_202_agent_runs_the_job_once(system: System, tmp_path: Path) -> None:
     # Fire JWTs carry the platform clock's time and agents check them against theirs (30 s
     # leeway): start a minute back, so that after the 60 s Retry-After both agree again.
-    clock.set(datetime.now(UTC) - timedelta(seconds=59))
+    system.clock.set(datetime.now(UTC) - timedelta(seconds=59))
     ready = asyncio.Event()
     agent, token, _ = await make_agent(
-        r, admin, settings, tmp_path, "inst-w", ready=ready, ready_timeout=0.2
+        system, system.admin, system.settings, tmp_path, "inst-w", ready=ready, ready_timeout=0.2
     )
-    await api(r, token, "POST", "provision", {"job_id": "wake", "fire_at": clock.now().isoformat()})
+    await agent_cron(
+        system,
+        token,
+        "POST",
+        "provision",
+        {"job_id": "wake", "fire_at": system.clock.now().isoformat()},
+    )
     await eventually(lambda: _statuses(agent, [503]))
     ready.set()  # the agent finished waking up
-    clock.advance(timedelta(seconds=59))
+    system.clock.advance(timedelta(seconds=59))
     await asyncio.sleep(0.3)
     assert agent.statuses == [503]  # Retry-After: 60 is honoured
-    clock.advance(timedelta(seconds=1))
+    system.clock.advance(timedelta(seconds=1))
     await agent.wait_runs(1)
     assert agent.statuses == [503, 202] and len(agent.runs) == 1
     await agent.stop()
@@ -337,20 +317,23 @@ async def _statuses(agent: SdkAgent, expected: list[int]) -> bool:
     return agent.statuses == expected
 
 
-async def test_two_replicas_sharing_a_claim_store_run_once(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, clock = system
-    one, token, _ = await make_agent(r, admin, settings, tmp_path, "inst-r")
+async def test_two_replicas_sharing_a_claim_store_run_once(system: System, tmp_path: Path) -> None:
+    one, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-r")
     two = await SdkAgent(  # another process: a verifier of its own, the claim store shared
         verifier=FireVerifier(
-            jwks_url=f"{r.urls['admin-api']}/.well-known/jwks.json",
+            jwks_url=f"{system.urls['admin-api']}/.well-known/jwks.json",
             audience="agent:inst-r",
-            issuer=settings.public_url,
+            issuer=system.settings.public_url,
         ),
         store=SqliteClaimStore(tmp_path / "inst-r.db"),
     ).start()
-    await api(r, token, "POST", "provision", {"job_id": "once", "fire_at": clock.now().isoformat()})
+    await agent_cron(
+        system,
+        token,
+        "POST",
+        "provision",
+        {"job_id": "once", "fire_at": system.clock.now().isoformat()},
+    )
     await one.wait_runs(1)
     fire = one.requests[-1]
     # The same fire reaches both replicas again (a platform retry, a proxy replay).
@@ -378,19 +361,18 @@ async def test_two_replicas_sharing_a_claim_store_run_once(
 
 
 async def test_forged_expired_wrong_purpose_or_audience_tokens_are_refused(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    system: System, tmp_path: Path
+) -> None:
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    r, admin, clock = system
-    agent, _token, _ = await make_agent(r, admin, settings, tmp_path, "inst-j")
-    async with r.services["admin-api"].commands.pool.acquire() as conn:  # type: ignore[attr-defined]
+    agent, _token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-j")
+    async with system.services["admin-api"].commands.pool.acquire() as conn:  # type: ignore[attr-defined]
         key = await active_key(
-            conn, SecretBox(settings.secret_key), algorithm="RS256", now=clock.now()
+            conn, SecretBox(system.settings.secret_key), algorithm="RS256", now=system.clock.now()
         )
     now = int(datetime.now(UTC).timestamp())
     good = {
-        "iss": settings.public_url,
+        "iss": system.settings.public_url,
         "aud": "agent:inst-j",
         "purpose": "cron_fire",
         "job_id": "x",
@@ -451,13 +433,10 @@ async def test_forged_expired_wrong_purpose_or_audience_tokens_are_refused(
     await agent.stop()
 
 
-async def test_reconcile_arms_rearms_and_cancels(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, clock = system
-    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "inst-c")
-    client = CronClient(r.urls["admin-api"], token)
-    t = clock.now() + timedelta(hours=1)
+async def test_reconcile_arms_rearms_and_cancels(system: System, tmp_path: Path) -> None:
+    agent, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "inst-c")
+    client = CronClient(system.urls["admin-api"], token)
+    t = system.clock.now() + timedelta(hours=1)
     diff = await client.reconcile({"a": t, "b": t}, agent.url)
     assert (sorted(diff.armed), diff.rearmed, diff.cancelled) == (["a", "b"], [], [])
     diff = await client.reconcile({"a": t, "b": t + timedelta(minutes=5), "c": t}, agent.url)
@@ -471,7 +450,7 @@ async def test_reconcile_arms_rearms_and_cancels(
 async def fire_now(r: Running, token: str, agent: SdkAgent, clock: ManualClock, job_id: str) -> str:
     """Provision `job_id` due now, wait for its fire and return the fire's JWT."""
     before = len(agent.runs)
-    status, _ = await api(
+    status, _ = await agent_cron(
         r, token, "POST", "provision", {"job_id": job_id, "fire_at": clock.now().isoformat()}
     )
     assert status == 200
@@ -506,34 +485,36 @@ async def test_admin_api_publishes_a_key_of_the_configured_algorithm_from_the_st
 
 @pytest.mark.parametrize("fire_algorithm", ["RS256", "ES256"])
 async def test_a_fire_verifies_like_hermes_chronos(
-    system, settings: Settings, tmp_path: Path, fire_algorithm: str
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, clock = system
-    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "chronos-1")
-    raw = await fire_now(r, token, agent, clock, "nightly")
+    system: System, tmp_path: Path, fire_algorithm: str
+) -> None:
+    agent, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "chronos-1")
+    raw = await fire_now(system, token, agent, system.clock, "nightly")
     assert jwt.get_unverified_header(raw)["alg"] == fire_algorithm
     claims = await asyncio.to_thread(
-        hermes_verify, raw, jwks_url(r), "chronos-1", settings.public_url
+        hermes_verify, raw, jwks_url(system), "chronos-1", system.settings.public_url
     )
     assert claims["job_id"] == "nightly" and claims["exp"] - claims["iat"] <= 120
     assert claims["fire_at"] == json.loads(agent.requests[-1]["body"])["fire_at"]  # type: ignore[arg-type]
-    check_jwks_entries(await jwks(r))
+    check_jwks_entries(await jwks(system))
     await agent.stop()
 
 
 @pytest.mark.parametrize("fire_algorithm", ["EdDSA"])
 async def test_eddsa_fires_verify_with_the_sdk_when_configured(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, clock = system
-    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "ed-1")
-    raw = await fire_now(r, token, agent, clock, "j")  # the SDK agent verified and ran it
+    system: System, tmp_path: Path
+) -> None:
+    agent, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "ed-1")
+    raw = await fire_now(
+        system, token, agent, system.clock, "j"
+    )  # the SDK agent verified and ran it
     assert jwt.get_unverified_header(raw)["alg"] == "EdDSA"
     assert agent.statuses == [202]
-    check_jwks_entries(await jwks(r))
+    check_jwks_entries(await jwks(system))
     # Why EdDSA is not the default: hermes' verifier does not accept it.
     with pytest.raises(jwt.InvalidAlgorithmError):
-        await asyncio.to_thread(hermes_verify, raw, jwks_url(r), "ed-1", settings.public_url)
+        await asyncio.to_thread(
+            hermes_verify, raw, jwks_url(system), "ed-1", system.settings.public_url
+        )
     await agent.stop()
 
 
@@ -570,21 +551,6 @@ async def test_a_key_of_another_algorithm_is_replaced_once_and_stays_published(
             await c.close()
 
 
-async def run_cli(settings: Settings, *args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        *args,
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
-
-
 @pytest.mark.parametrize("fire_algorithm", ["RS256", "ES256", "EdDSA"])
 async def test_keys_rotate_keeps_the_retired_key_and_new_fires_use_the_new_kid(
     settings: Settings, tmp_path: Path, fire_algorithm: str
@@ -604,7 +570,7 @@ async def test_keys_rotate_keeps_the_retired_key_and_new_fires_use_the_new_kid(
         before = await fire_now(r, early_token, early, clock, "before")
         old_kid = jwt.get_unverified_header(before)["kid"]
 
-        out = await run_cli(settings, "keys", "rotate")
+        out = await cli_ok(settings, "keys", "rotate")
         assert f"retired key {old_kid}; signing now with" in out and fire_algorithm in out
         keys = {k["kid"]: k for k in await jwks(r)}
         [new_kid] = keys.keys() - {old_kid}
@@ -625,24 +591,23 @@ async def test_keys_rotate_keeps_the_retired_key_and_new_fires_use_the_new_kid(
         await late.stop()
 
 
-async def test_rotate_keeps_the_retired_key_until_its_tokens_expire(
-    system, settings: Settings
-) -> None:  # type: ignore[no-untyped-def]
+async def test_rotate_keeps_the_retired_key_until_its_tokens_expire(system: System) -> None:
     from cronhooks_common.keys import PUBLISH_RETIRED_FOR, rotate
 
-    _, _, clock = system
-    box = SecretBox(settings.secret_key)
-    conn = await db.connect(settings.database_url, name="keys")
+    box = SecretBox(system.settings.secret_key)
+    conn = await db.connect(system.dsn, name="keys")
     try:
-        old = await active_key(conn, box, algorithm="RS256", now=clock.now())
-        retired, new_kid = await rotate(conn, box, algorithm="ES256", now=clock.now())
+        old = await active_key(conn, box, algorithm="RS256", now=system.clock.now())
+        retired, new_kid = await rotate(conn, box, algorithm="ES256", now=system.clock.now())
         assert retired == old.kid and new_kid != old.kid
-        assert (await active_key(conn, box, algorithm="ES256", now=clock.now())).kid == new_kid
-        now_published = await published_jwks(conn, now=clock.now())
+        assert (
+            await active_key(conn, box, algorithm="ES256", now=system.clock.now())
+        ).kid == new_kid
+        now_published = await published_jwks(conn, now=system.clock.now())
         assert {k["kid"] for k in now_published["keys"]} == {old.kid, new_kid}
         # Once every token it signed has expired (plus leeway), the old key is unpublished.
         later = await published_jwks(
-            conn, now=clock.now() + PUBLISH_RETIRED_FOR + timedelta(seconds=1)
+            conn, now=system.clock.now() + PUBLISH_RETIRED_FOR + timedelta(seconds=1)
         )
         assert {k["kid"] for k in later["keys"]} == {new_kid}
         assert timedelta(seconds=150) < PUBLISH_RETIRED_FOR
@@ -651,13 +616,12 @@ async def test_rotate_keeps_the_retired_key_until_its_tokens_expire(
 
 
 async def test_hermes_style_reconcile_finds_nothing_to_rearm(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    system: System, tmp_path: Path
+) -> None:
     """Seed 001: a hermes agent provisions, later lists, reads `armed` and compares each
     fire_at string with its own; equal strings mean nothing to re-arm."""
-    r, admin, clock = system
-    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "hermes")
-    base = clock.now().replace(microsecond=0) + timedelta(hours=1)
+    agent, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "hermes")
+    base = system.clock.now().replace(microsecond=0) + timedelta(hours=1)
     wanted = {
         "offset": base.isoformat(),  # ...+00:00
         "zulu": base.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -667,11 +631,11 @@ async def test_hermes_style_reconcile_finds_nothing_to_rearm(
     }
     for job_id, fire_at in wanted.items():
         body = {"job_id": job_id, "fire_at": fire_at, "agent_callback_url": agent.url}
-        assert (await api(r, token, "POST", "provision", body))[0] == 200
-    armed_before = await armed_events(settings.database_url)
+        assert (await agent_cron(system, token, "POST", "provision", body))[0] == 200
+    armed_before = await armed_events(system.dsn)
     assert armed_before == len(wanted)
 
-    _, listing = await api(r, token, "GET", "list")
+    _, listing = await agent_cron(system, token, "GET", "list")
     listed = {job["job_id"]: job["fire_at"] for job in listing["armed"]}
     assert listed == wanted  # byte for byte
     assert listing["armed"] == listing["jobs"]
@@ -681,18 +645,18 @@ async def test_hermes_style_reconcile_finds_nothing_to_rearm(
     # Provisioning the same again arms nothing new.
     for job_id, fire_at in wanted.items():
         body = {"job_id": job_id, "fire_at": fire_at, "agent_callback_url": agent.url}
-        assert (await api(r, token, "POST", "provision", body))[0] == 200
-    assert await armed_events(settings.database_url) == armed_before
+        assert (await agent_cron(system, token, "POST", "provision", body))[0] == 200
+    assert await armed_events(system.dsn) == armed_before
     # The same instant spelled another way re-arms in place: still one trigger for the job,
     # and the list (and the callback, by the new trigger.armed) echo the new spelling.
     respelled = {"job_id": "zulu", "fire_at": base.isoformat(), "agent_callback_url": agent.url}
-    assert (await api(r, token, "POST", "provision", respelled))[0] == 200
-    assert await armed_events(settings.database_url) == armed_before + 1
-    _, listing = await api(r, token, "GET", "list")
+    assert (await agent_cron(system, token, "POST", "provision", respelled))[0] == 200
+    assert await armed_events(system.dsn) == armed_before + 1
+    _, listing = await agent_cron(system, token, "GET", "list")
     assert [j["fire_at"] for j in listing["armed"] if j["job_id"] == "zulu"] == [base.isoformat()]
 
     async def zulu_timers() -> list[str] | None:
-        conn = await db.connect(settings.database_url, name="test")
+        conn = await db.connect(system.dsn, name="test")
         try:
             rows = await conn.fetch(
                 "select payload->>'fire_at_text' as spelled from scheduler.timers"
@@ -707,13 +671,10 @@ async def test_hermes_style_reconcile_finds_nothing_to_rearm(
     await agent.stop()
 
 
-async def test_the_fire_echoes_fire_at_as_provisioned(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, clock = system
-    agent, token, _ = await make_agent(r, admin, settings, tmp_path, "echo")
-    spelled = clock.now().strftime("%Y-%m-%dT%H:%M:%S.0Z")  # not how the platform writes it
-    await api(r, token, "POST", "provision", {"job_id": "e", "fire_at": spelled})
+async def test_the_fire_echoes_fire_at_as_provisioned(system: System, tmp_path: Path) -> None:
+    agent, token, _ = await make_agent(system, system.admin, system.settings, tmp_path, "echo")
+    spelled = system.clock.now().strftime("%Y-%m-%dT%H:%M:%S.0Z")  # not how the platform writes it
+    await agent_cron(system, token, "POST", "provision", {"job_id": "e", "fire_at": spelled})
     [(job_id, fired_for)] = await agent.wait_runs(1)
     assert (job_id, fired_for) == ("e", spelled)
     assert json.loads(agent.requests[-1]["body"]) == {"job_id": "e", "fire_at": spelled}  # type: ignore[arg-type]
@@ -727,20 +688,23 @@ DELETE_AGENT = "mutation($id: Int!) { deleteAgent(id: $id) { id } }"
 
 
 async def test_revoked_tokens_are_invalid_client_and_unknown_ones_401(
-    system, settings: Settings, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, _ = system
-    agent, first, agent_id = await make_agent(r, admin, settings, tmp_path, "rotating")
-    _, body = await r.graphql(admin, ROTATE_TOKEN, {"id": agent_id})
+    system: System, tmp_path: Path
+) -> None:
+    agent, first, agent_id = await make_agent(
+        system, system.admin, system.settings, tmp_path, "rotating"
+    )
+    _, body = await system.graphql(system.admin, ROTATE_TOKEN, {"id": agent_id})
     second = body["data"]["rotateAgentToken"]["accessToken"]
-    _, body = await r.graphql(admin, ROTATE_TOKEN, {"id": agent_id})
+    _, body = await system.graphql(system.admin, ROTATE_TOKEN, {"id": agent_id})
     third = body["data"]["rotateAgentToken"]["accessToken"]
-    gone, gone_token, gone_id = await make_agent(r, admin, settings, tmp_path, "deleted")
-    _, body = await r.graphql(admin, DELETE_AGENT, {"id": gone_id})
+    gone, gone_token, gone_id = await make_agent(
+        system, system.admin, system.settings, tmp_path, "deleted"
+    )
+    _, body = await system.graphql(system.admin, DELETE_AGENT, {"id": gone_id})
     assert body["data"]["deleteAgent"]["id"] == gone_id
 
     async def status_of(token: str | None) -> tuple[int, Any]:
-        return await api(r, token, "GET", "list")
+        return await agent_cron(system, token, "GET", "list")
 
     assert await status_of(third) == (200, {"jobs": [], "armed": []})
     for revoked in (first, second, gone_token):
@@ -751,15 +715,15 @@ async def test_revoked_tokens_are_invalid_client_and_unknown_ones_401(
     async with (
         aiohttp.ClientSession() as session,
         session.get(
-            f"{r.urls['admin-api']}/api/agent-cron/list",
+            f"{system.urls['admin-api']}/api/agent-cron/list",
             headers={"Authorization": f"Basic {third}"},
         ) as resp,
     ):
         assert resp.status == 401  # not a Bearer token
     # A revoked token is refused for writes as well, and arms nothing.
     provision = {"job_id": "j", "fire_at": "2030-01-01T00:00:00Z"}
-    assert (await api(r, first, "POST", "provision", provision))[0] == 403
-    assert await armed_events(settings.database_url) == 0
+    assert (await agent_cron(system, first, "POST", "provision", provision))[0] == 403
+    assert await armed_events(system.dsn) == 0
     await agent.stop()
     await gone.stop()
 
@@ -779,14 +743,13 @@ async def test_revoked_tokens_are_invalid_client_and_unknown_ones_401(
     ],
 )
 async def test_create_agent_input_errors_name_the_graphql_field(
-    system, fields: dict[str, str], field: str
-) -> None:  # type: ignore[no-untyped-def]
-    r, admin, _ = system
-    _, body = await r.graphql(admin, CREATE_AGENT, {"i": fields})
+    system: System, fields: dict[str, str], field: str
+) -> None:
+    _, body = await system.graphql(system.admin, CREATE_AGENT, {"input": fields})
     [error] = body["errors"]
     assert error["extensions"]["code"] == "BAD_USER_INPUT", error
     assert error["extensions"]["field"] == field, error
-    _, listed = await r.graphql(admin, "{ agents { id } }")
+    _, listed = await system.graphql(system.admin, "{ agents { id } }")
     assert listed["data"]["agents"] == []
 
 

@@ -6,58 +6,33 @@ the platform's retry (a fresh JWT) gets through."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
 from cronhooks_agent import FireVerifier, SqliteClaimStore
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.flows import create_agent, provision
+from tests.support.inprocess import eventually
 from tests.support.sdk_agent import SdkAgent
-
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id } } }"""
+from tests.support.system import System
 
 
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock]]:
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock
-
-
-def replica(r: Running, settings: Settings, store: Path, **kw: Any) -> SdkAgent:
+def replica(system: System, store: Path, **kw: Any) -> SdkAgent:
     """An agent process: its own verifier (and record of jtis), the shared claim store."""
     verifier = FireVerifier(
-        jwks_url=f"{r.urls['admin-api']}/.well-known/jwks.json",
+        jwks_url=f"{system.urls['admin-api']}/.well-known/jwks.json",
         audience="agent:replays",
-        issuer=settings.public_url,
+        issuer=system.settings.public_url,
     )
     return SdkAgent(verifier=verifier, store=SqliteClaimStore(store), **kw)
 
 
-async def register(r: Running, admin: str, agent: SdkAgent) -> str:
-    _, body = await r.graphql(
-        admin, CREATE_AGENT, {"i": {"instanceId": "replays", "callbackUrl": agent.url}}
-    )
-    return str(body["data"]["createAgent"]["accessToken"])
-
-
-async def provision(r: Running, token: str, job_id: str, fire_at: datetime) -> None:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{r.urls['admin-api']}/api/agent-cron/provision",
-            json={"job_id": job_id, "fire_at": fire_at.isoformat()},
-            headers={"Authorization": f"Bearer {token}"},
-        ) as resp,
-    ):
-        assert resp.status == 200, await resp.text()
+async def register(system: System, agent: SdkAgent) -> str:
+    """A platform agent that calls `agent` back: its access token."""
+    token, _ = await create_agent(system, system.admin, agent.url, "replays")
+    return token
 
 
 def authorization(request: dict[str, object]) -> str:
@@ -80,13 +55,17 @@ async def replay(target: SdkAgent, request: dict[str, object]) -> int:
 
 
 async def test_a_replayed_fire_is_refused_and_never_runs_the_job_again(
-    system: tuple[Running, str, ManualClock], settings: Settings, tmp_path: Path
+    system: System, tmp_path: Path
 ) -> None:
-    r, admin, clock = system
-    one = await replica(r, settings, tmp_path / "claims.db").start()
-    two = await replica(r, settings, tmp_path / "claims.db").start()
+    one = await replica(system, tmp_path / "claims.db").start()
+    two = await replica(system, tmp_path / "claims.db").start()
     try:
-        await provision(r, await register(r, admin, one), "once", clock.now())
+        await provision(
+            system,
+            await register(system, one),
+            job_id="once",
+            fire_at=system.clock.now().isoformat(),
+        )
         await one.wait_runs(1)
         fire = one.requests[-1]
         assert await replay(one, fire) == 401  # this replica accepted that token already
@@ -101,20 +80,24 @@ async def test_a_replayed_fire_is_refused_and_never_runs_the_job_again(
 
 
 async def test_the_platforms_retry_is_a_fresh_token_and_gets_through(
-    system: tuple[Running, str, ManualClock], settings: Settings, tmp_path: Path
+    system: System, tmp_path: Path
 ) -> None:
-    r, admin, clock = system
     # Fire JWTs carry the platform clock's time and agents check them against theirs:
     # start a minute back, so that after the 60 s Retry-After both agree again.
-    clock.set(datetime.now(UTC) - timedelta(seconds=59))
+    system.clock.set(datetime.now(UTC) - timedelta(seconds=59))
     ready = asyncio.Event()
-    agent = replica(r, settings, tmp_path / "claims.db", ready=ready, ready_timeout=0.2)
+    agent = replica(system, tmp_path / "claims.db", ready=ready, ready_timeout=0.2)
     await agent.start()
     try:
-        await provision(r, await register(r, admin, agent), "wake", clock.now())
+        await provision(
+            system,
+            await register(system, agent),
+            job_id="wake",
+            fire_at=system.clock.now().isoformat(),
+        )
         await eventually(lambda: _answered(agent, [503]))
         ready.set()
-        clock.advance(timedelta(seconds=60))  # the platform retries after Retry-After
+        system.clock.advance(timedelta(seconds=60))  # the platform retries after Retry-After
         await agent.wait_runs(1)
         first, second = (authorization(request) for request in agent.requests)
         assert first != second and agent.statuses == [503, 202]

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
-import pytest
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook
 
@@ -26,25 +22,15 @@ from cronhooks_dispatcher.context_notes import (
     Patterns,
 )
 from cronhooks_importer.rules import content_hash
-from tests.support.agent import Agent, Received
-from tests.support.flows import create_webhook, finished, retry_due, trigger
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.agent import Received
+from tests.support.flows import create_webhook, finished, push_notes, retry_due, trigger
+from tests.support.graphql import CREATE_WEBHOOK, HIDE_NOTES
+from tests.support.inprocess import admin_token, eventually, running
+from tests.support.projections import quiet, rebuild, snapshot
+from tests.support.system import System
 
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
-  ... on ErrorPayload { message errors { path error } } } }"""
-HIDE = """mutation($paths: [String!]!) { hideNotes(input: {paths: $paths}) { __typename } }"""
-CREATE = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i) { secret } }"""
-UPDATE = """mutation($i: UpdateCronWebhookInput!) { updateCronWebhook(input: $i)
+UPDATE = """mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input)
   { cronWebhook { attachNotes } } }"""
-
-
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    agent = await Agent().start()
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock, agent
-    await agent.stop()
 
 
 def answer(code: int):  # type: ignore[no-untyped-def]
@@ -52,12 +38,6 @@ def answer(code: int):  # type: ignore[no-untyped-def]
         return web.Response(status=code)
 
     return respond
-
-
-async def push(r: Running, token: str, *notes: tuple[str, str]) -> None:
-    updates = [{"path": p, "content": c} for p, c in notes]
-    _, body = await r.graphql(token, PUSH, {"input": {"updates": updates}})
-    assert body["data"]["pushNotes"]["__typename"] == "PushNotesPayload", body
 
 
 def note(path: str, content: str) -> dict[str, str]:
@@ -69,11 +49,10 @@ def short(sent: dict[str, str]) -> dict[str, str]:
     return {"path": sent["path"], "content_hash": sent["content_hash"]}
 
 
-async def test_matching_readable_visible_notes_are_attached_by_path(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, agent = system
-    await push(
-        r,
-        token,
+async def test_matching_readable_visible_notes_are_attached_by_path(system: System) -> None:
+    await push_notes(
+        system,
+        system.admin,
         ("notes/b.md", "B"),
         ("notes/a.md", "A ✓"),
         ("notes/gone.md", "hidden soon"),
@@ -81,20 +60,22 @@ async def test_matching_readable_visible_notes_are_attached_by_path(system) -> N
         ("shared/y.txt", "matches attachNotes, not readPatterns"),
         ("other/z.md", "matches neither"),
     )
-    _, body = await r.graphql(token, HIDE, {"paths": ["notes/gone.md"]})
+    _, body = await system.graphql(system.admin, HIDE_NOTES, {"paths": ["notes/gone.md"]})
     assert body["data"]["hideNotes"]["__typename"] == "HideNotesPayload"
     hook, secret = await create_webhook(
-        r,
-        token,
-        agent.url_for("context", answer(200)),
+        system,
+        system.admin,
+        system.agent.url_for("context", answer(200)),
         attachNotes=["notes/*", "shared/*"],
         readPatterns=["notes/*", "shared/*.md"],
     )
-    plain, _ = await create_webhook(r, token, agent.url_for("plain", answer(200)))
-    delivery_id = await trigger(r, token, hook)
-    await trigger(r, token, plain)
-    [got] = await agent.wait_for(1, name="context")
-    [without] = await agent.wait_for(1, name="plain")
+    plain, _ = await create_webhook(
+        system, system.admin, system.agent.url_for("plain", answer(200))
+    )
+    delivery_id = await trigger(system, system.admin, hook)
+    await trigger(system, system.admin, plain)
+    [got] = await system.agent.wait_for(1, name="context")
+    [without] = await system.agent.wait_for(1, name="plain")
     sent = Webhook(secret).verify(got.raw, got.headers)  # signed over the bytes with the notes
     assert sent["context_notes"] == [
         note("notes/a.md", "A ✓"),
@@ -106,31 +87,38 @@ async def test_matching_readable_visible_notes_are_attached_by_path(system) -> N
     assert "context_notes" not in without.body and "context_truncated" not in without.body
     # The attempt log records the body as sent, each note without its content (the
     # note's history holds it under the hash).
-    d = await finished(r, token, delivery_id)
+    d = await finished(system, system.admin, delivery_id)
     logged = json.loads(d["attempts"][0]["requestBody"])
     assert logged == {**sent, "context_notes": [short(n) for n in sent["context_notes"]]}
 
 
-async def test_a_retry_sends_the_notes_as_they_are_at_that_attempt(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
+async def test_a_retry_sends_the_notes_as_they_are_at_that_attempt(system: System) -> None:
     answers = iter([500, 200])
 
     async def flaky(request: web.Request, entry: Received) -> web.StreamResponse:
         return await answer(next(answers))(request, entry)
 
-    await push(r, token, ("ctx/plan.md", "version one"), ("ctx/old.md", "goes away"))
-    hook, _ = await create_webhook(
-        r, token, agent.url_for("flaky", flaky), attachNotes=["ctx/*"], maxRetries=1
+    await push_notes(
+        system, system.admin, ("ctx/plan.md", "version one"), ("ctx/old.md", "goes away")
     )
-    delivery_id = await trigger(r, token, hook)
-    await eventually(lambda: retry_due(settings.database_url, delivery_id))
-    await push(r, token, ("ctx/plan.md", "version two"), ("ctx/new.md", "arrived"))
-    _, body = await r.graphql(token, HIDE, {"paths": ["ctx/old.md"]})
+    hook, _ = await create_webhook(
+        system,
+        system.admin,
+        system.agent.url_for("flaky", flaky),
+        attachNotes=["ctx/*"],
+        maxRetries=1,
+    )
+    delivery_id = await trigger(system, system.admin, hook)
+    await eventually(lambda: retry_due(system.dsn, delivery_id))
+    await push_notes(
+        system, system.admin, ("ctx/plan.md", "version two"), ("ctx/new.md", "arrived")
+    )
+    _, body = await system.graphql(system.admin, HIDE_NOTES, {"paths": ["ctx/old.md"]})
     assert body["data"]["hideNotes"]["__typename"] == "HideNotesPayload"
-    clock.advance(timedelta(seconds=10))
-    d = await finished(r, token, delivery_id)
+    system.clock.advance(timedelta(seconds=10))
+    d = await finished(system, system.admin, delivery_id)
     assert d["status"] == "success" and d["attempt"] == 2
-    first, second = agent.at("flaky")
+    first, second = system.agent.at("flaky")
     assert first.body["context_notes"] == [
         note("ctx/old.md", "goes away"),
         note("ctx/plan.md", "version one"),
@@ -147,16 +135,17 @@ async def test_a_retry_sends_the_notes_as_they_are_at_that_attempt(system, setti
     ]
 
 
-async def test_the_cap_keeps_whole_notes_in_path_order_and_says_truncated(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, agent = system
+async def test_the_cap_keeps_whole_notes_in_path_order_and_says_truncated(system: System) -> None:
     big = "x" * 400_000
     # a and b fit in 1 MiB together; c does not, and d (small) is left out after it too:
     # the notes attached are always the first ones by path.
-    await push(r, token, ("big/a.md", big), ("big/b.md", big))
-    await push(r, token, ("big/c.md", big), ("big/d.md", "small"))
-    hook, _ = await create_webhook(r, token, agent.url_for("big", answer(200)), attachNotes=["big/*"])
-    await trigger(r, token, hook)
-    [got] = await agent.wait_for(1, name="big")
+    await push_notes(system, system.admin, ("big/a.md", big), ("big/b.md", big))
+    await push_notes(system, system.admin, ("big/c.md", big), ("big/d.md", "small"))
+    hook, _ = await create_webhook(
+        system, system.admin, system.agent.url_for("big", answer(200)), attachNotes=["big/*"]
+    )
+    await trigger(system, system.admin, hook)
+    [got] = await system.agent.wait_for(1, name="big")
     assert [n["path"] for n in got.body["context_notes"]] == ["big/a.md", "big/b.md"]
     assert got.body["context_truncated"] is True
     assert all(n["content"] == big for n in got.body["context_notes"])
@@ -208,58 +197,51 @@ async def test_one_query_answers_a_batch_of_webhooks_each_with_its_own_patterns(
         await pool.close()
 
 
-async def test_attach_notes_is_checked_like_read_patterns_and_round_trips(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, _ = system
-    hook, _ = await create_webhook(r, token, "https://agent.example/hook", attachNotes=["a/*"])
+async def test_attach_notes_is_checked_like_read_patterns_and_round_trips(system: System) -> None:
+    hook, _ = await create_webhook(
+        system, system.admin, "https://agent.example/hook", attachNotes=["a/*"]
+    )
     base = {"url": "https://agent.example/hook", "cronSchedule": "* * * * *"}
     cases = [
-        (CREATE, {**base, "attachNotes": ["/etc/*"]}),
-        (CREATE, {**base, "attachNotes": ["notes/../secret/*"]}),
-        (CREATE, {**base, "attachNotes": ["a\u0001b"]}),
-        (CREATE, {**base, "attachNotes": ["x" * 513]}),
-        (CREATE, {**base, "attachNotes": ["[unbalanced"]}),
-        (CREATE, {**base, "attachNotes": ["*"] * 101}),
-        (CREATE, {**base, "attachNotes": None}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["/etc/*"]}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["notes/../secret/*"]}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["a\u0001b"]}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["x" * 513]}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["[unbalanced"]}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": ["*"] * 101}),
+        (CREATE_WEBHOOK, {**base, "attachNotes": None}),
         (UPDATE, {"id": hook, "attachNotes": ["../x"]}),
         (UPDATE, {"id": hook, "attachNotes": [7]}),
     ]
     for query, values in cases:
-        _, body = await r.graphql(token, query, {"i": values})
+        _, body = await system.graphql(system.admin, query, {"input": values})
         [error] = body["errors"]
         assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "attachNotes"}, values
-    _, body = await r.graphql(token, f"{{ cronWebhook(id: {hook}) {{ attachNotes }} }}")
+    _, body = await system.graphql(system.admin, f"{{ cronWebhook(id: {hook}) {{ attachNotes }} }}")
     assert body["data"]["cronWebhook"] == {"attachNotes": ["a/*"]}
-    _, body = await r.graphql(token, UPDATE, {"i": {"id": hook, "attachNotes": ["b/*", "c/*.md"]}})
+    _, body = await system.graphql(
+        system.admin, UPDATE, {"input": {"id": hook, "attachNotes": ["b/*", "c/*.md"]}}
+    )
     assert body["data"]["updateCronWebhook"]["cronWebhook"] == {"attachNotes": ["b/*", "c/*.md"]}
-    plain, _ = await create_webhook(r, token, "https://agent.example/hook")
-    _, body = await r.graphql(token, f"{{ cronWebhook(id: {plain}) {{ attachNotes }} }}")
+    plain, _ = await create_webhook(system, system.admin, "https://agent.example/hook")
+    _, body = await system.graphql(
+        system.admin, f"{{ cronWebhook(id: {plain}) {{ attachNotes }} }}"
+    )
     assert body["data"]["cronWebhook"] == {"attachNotes": []}
 
 
 async def test_attach_notes_read_model_equals_its_rebuild(settings: Settings, vhost: str) -> None:
-    from tests.integration.test_admin_rebuild import quiet, snapshot
 
     async with running(settings, ManualClock(datetime.now(UTC))) as r:
         token = await admin_token(settings.database_url)
         a, _ = await create_webhook(r, token, "https://agent.example/a", attachNotes=["x/*"])
         await create_webhook(r, token, "https://agent.example/b")
-        _, body = await r.graphql(token, UPDATE, {"i": {"id": a, "attachNotes": ["y/*", "z"]}})
+        _, body = await r.graphql(token, UPDATE, {"input": {"id": a, "attachNotes": ["y/*", "z"]}})
         assert "errors" not in body, body
         await quiet(settings.database_url, vhost)
         live = await snapshot(settings.database_url)
         # (the snapshot's plain connection reads jsonb as text)
         attached = [json.loads(w["attach_notes"]) for w in live["admin.webhooks"]]
         assert attached == [["y/*", "z"], []]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        "projections",
-        "rebuild",
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
+    await rebuild(settings)
     assert (await snapshot(settings.database_url))["admin.webhooks"] == live["admin.webhooks"]

@@ -10,32 +10,17 @@ a 41.9 MB POST."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.integration.test_change_webhooks import CREATE_KEY, create_change_webhook, push
-from tests.support.agent import Agent, Received
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.agent import Received
+from tests.support.flows import create_api_key, create_change_webhook, finished, push_notes
+from tests.support.inprocess import Running
+from tests.support.system import System
 from tests.support.token_api import call
 
 MiB = 1 << 20
 TRIGGER = """mutation($id: Int!, $paths: [String!]!) {
   triggerChangeWebhook(id: $id, paths: $paths) { deliveryId } }"""
-
-
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, Agent]]:
-    agent = await Agent().start()
-    try:
-        async with running(settings, ManualClock(datetime.now(UTC))) as r:
-            yield r, await admin_token(settings.database_url), agent
-    finally:
-        await agent.stop()
 
 
 def sha256(text: str) -> str:
@@ -48,15 +33,21 @@ async def trigger_change(r: Running, admin: str, hook_id: int, paths: list[str])
     return int(body["data"]["triggerChangeWebhook"]["deliveryId"])
 
 
-async def test_content_outside_read_patterns_is_never_sent(system) -> None:  # type: ignore[no-untyped-def]
-    r, admin, agent = system
+async def test_content_outside_read_patterns_is_never_sent(system: System) -> None:
     hook_id, _ = await create_change_webhook(
-        r, admin, agent.url, includePatterns=["*"], readPatterns=["pub/*"], passApiKey=True
+        system,
+        system.admin,
+        system.agent.url,
+        includePatterns=["*"],
+        readPatterns=["pub/*"],
+        passApiKey=True,
     )
-    await push(r, admin, ("secret/a.md", "the launch codes"), ("pub/b.md", "hello"))
-    [fired] = await agent.wait_for(1)
-    delivery_id = await trigger_change(r, admin, hook_id, ["secret/a.md", "pub/b.md"])
-    [_, manual] = await agent.wait_for(2)
+    await push_notes(
+        system, system.admin, ("secret/a.md", "the launch codes"), ("pub/b.md", "hello")
+    )
+    [fired] = await system.agent.wait_for(1)
+    delivery_id = await trigger_change(system, system.admin, hook_id, ["secret/a.md", "pub/b.md"])
+    [_, manual] = await system.agent.wait_for(2)
     assert manual.body["id"] == delivery_id
 
     for got, event in ((fired, "create"), (manual, "update")):
@@ -71,32 +62,32 @@ async def test_content_outside_read_patterns_is_never_sent(system) -> None:  # t
         assert "content_truncated" not in got.body
         # What the payload leaves out is exactly what the delivery's own token may not read.
         token = got.body["api_token"]
-        status, _ = await call(r, "GET", "/api/notes/secret/a.md", token)
+        status, _ = await call(system, "GET", "/api/notes/secret/a.md", token)
         assert status == 403
-        status, note = await call(r, "GET", "/api/notes/pub/b.md", token)
+        status, note = await call(system, "GET", "/api/notes/pub/b.md", token)
         assert status == 200 and note["content"] == "hello"
 
 
-async def test_a_change_delivery_carries_at_most_1_mib_of_content(system) -> None:  # type: ignore[no-untyped-def]
+async def test_a_change_delivery_carries_at_most_1_mib_of_content(system: System) -> None:
     """Four notes in one batch, 3 × 400,000 bytes and a small one: the first two by path
     fit in 1 MiB; the third would pass it, so it and every later change carry null."""
-    r, admin, agent = system
-    hook_id, _ = await create_change_webhook(r, admin, agent.url, includePatterns=["big/*"])
-    _, body = await r.graphql(admin, CREATE_KEY, {"input": {"name": "bulk"}})
-    key = body["data"]["createApiKey"]["key"]
+    hook_id, _ = await create_change_webhook(
+        system, system.admin, system.agent.url, includePatterns=["big/*"]
+    )
+    _, key = await create_api_key(system, system.admin, "bulk")
     big = {f"big/{n}.md": n * 400_000 for n in "abc"} | {"big/d.md": "small"}
     # One batch of 1.2 MB: through the token API (GraphQL bodies stop at 1 MiB).
     status, answer = await call(
-        r,
+        system,
         "POST",
         "/api/notes",
         body={"changes": [{"path": p, "content": c} for p, c in reversed(big.items())]},
         headers={"X-API-Key": key},
     )
     assert status == 200, answer
-    [fired] = await agent.wait_for(1)
-    await trigger_change(r, admin, hook_id, list(big))
-    [_, manual] = await agent.wait_for(2)
+    [fired] = await system.agent.wait_for(1)
+    await trigger_change(system, system.admin, hook_id, list(big))
+    [_, manual] = await system.agent.wait_for(2)
 
     def shown(got: Received) -> list[tuple[str, Any, Any]]:
         return [(c["path"], c["content"], c["content_hash"]) for c in got.body["changes"]]
@@ -115,23 +106,9 @@ async def test_a_change_delivery_carries_at_most_1_mib_of_content(system) -> Non
     # The attempt log keeps the first 64 KiB of each ~1 MiB body (finding 8), a prefix of
     # what was sent, and says it is cut (CONTRACT §15).
     for got in (fired, manual):
-        d = await finished(r, admin, got.body["id"])
+        d = await finished(system, system.admin, got.body["id"])
         [attempt] = d["attempts"]
         assert attempt["requestBodyTruncated"] is True
         kept = attempt["requestBody"].encode()
         assert 65_536 - 4 < len(kept) <= 65_536
         assert got.raw.startswith(kept)
-
-
-async def finished(r: Running, admin: str, delivery_id: int) -> dict[str, Any]:
-    async def done() -> dict[str, Any] | None:
-        _, body = await r.graphql(
-            admin,
-            "query($id: Int!) { cronWebhookDelivery(id: $id) {"
-            " status attempts { requestBody requestBodyTruncated } } }",
-            {"id": delivery_id},
-        )
-        d: dict[str, Any] = body["data"]["cronWebhookDelivery"]
-        return d if d["status"] != "pending" else None
-
-    return await eventually(done)  # type: ignore[no-any-return]

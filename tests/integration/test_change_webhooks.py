@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,44 +18,17 @@ from standardwebhooks.webhooks import Webhook
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
-from tests.support.flows import finished
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.flows import create_api_key, create_change_webhook, finished, push_notes
+from tests.support.graphql import (
+    CREATE_CHANGE_WEBHOOK,
+    CREATE_WEBHOOK,
+    HIDE_NOTES,
+    UPDATE_CHANGE_WEBHOOK,
+)
+from tests.support.inprocess import admin_token, eventually, running
+from tests.support.system import System
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-CREATE = """mutation($input: CreateChangeWebhookInput!) { createChangeWebhook(input: $input) {
-  secret changeWebhook { id url includePatterns excludePatterns onCreate onUpdate onRemove
-    includeContent maxDepth enabled hasSecret consecutiveFailures
-    stats { last7d { total } } } } }"""
-UPDATE = """mutation($input: UpdateChangeWebhookInput!) { updateChangeWebhook(input: $input) {
-  changeWebhook { id includePatterns enabled maxDepth } } }"""
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
-  ... on ErrorPayload { message errors { path error } } } }"""
-HIDE = """mutation($paths: [String!]!) { hideNotes(input: {paths: $paths}) { __typename } }"""
-CREATE_KEY = """mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) { key } }"""
-
-
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, Agent, Settings]]:
-    agent = await Agent().start()
-    try:
-        async with running(settings, ManualClock(datetime.now(UTC))) as r:
-            yield r, await admin_token(settings.database_url), agent, settings
-    finally:
-        await agent.stop()
-
-
-async def create_change_webhook(r: Running, admin: str, url: str, **fields: Any) -> tuple[int, str]:
-    status, body = await r.graphql(admin, CREATE, {"input": {"url": url, **fields}})
-    assert status == 200 and "errors" not in body, body
-    created = body["data"]["createChangeWebhook"]
-    return int(created["changeWebhook"]["id"]), created["secret"]
-
-
-async def push(r: Running, admin: str, *notes: tuple[str, str]) -> None:
-    updates = [{"path": p, "content": c} for p, c in notes]
-    status, body = await r.graphql(admin, PUSH, {"input": {"updates": updates}})
-    assert status == 200 and "errors" not in body, body
-    assert body["data"]["pushNotes"]["__typename"] == "PushNotesPayload", body
 
 
 async def quiet(agent: Agent, seconds: float = 1.5) -> int:
@@ -75,21 +47,30 @@ def answer_with(*changes: dict[str, Any]):  # type: ignore[no-untyped-def]
     return respond
 
 
-async def test_the_surface_creates_lists_updates_and_deletes_with_the_cron_rules(system) -> None:  # type: ignore[no-untyped-def]
-    r, admin, agent, _ = system
-    hook_id, secret = await create_change_webhook(r, admin, agent.url, includePatterns=["blog/**"])
+async def test_the_surface_creates_lists_updates_and_deletes_with_the_cron_rules(
+    system: System,
+) -> None:
+    hook_id, secret = await create_change_webhook(
+        system, system.admin, system.agent.url, includePatterns=["blog/**"]
+    )
     assert secret.startswith("whsec_")
-    _, body = await r.graphql(admin, "{ changeWebhooks { id } cronWebhooks { id } }")
+    _, body = await system.graphql(system.admin, "{ changeWebhooks { id } cronWebhooks { id } }")
     assert body["data"] == {"changeWebhooks": [{"id": hook_id}], "cronWebhooks": []}
-    _, body = await r.graphql(admin, f"{{ changeWebhook(id: {hook_id}) {{ onCreate maxDepth }} }}")
+    _, body = await system.graphql(
+        system.admin, f"{{ changeWebhook(id: {hook_id}) {{ onCreate maxDepth }} }}"
+    )
     assert body["data"]["changeWebhook"] == {"onCreate": True, "maxDepth": 1}
     # One id space: the cron API does not know it, and the other way round.
-    _, body = await r.graphql(admin, f"{{ cronWebhook(id: {hook_id}) {{ id }} }}")
+    _, body = await system.graphql(system.admin, f"{{ cronWebhook(id: {hook_id}) {{ id }} }}")
     assert body["data"]["cronWebhook"] is None
-    _, body = await r.graphql(admin, f"mutation {{ deleteCronWebhook(id: {hook_id}) {{ id }} }}")
+    _, body = await system.graphql(
+        system.admin, f"mutation {{ deleteCronWebhook(id: {hook_id}) {{ id }} }}"
+    )
     assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
-    _, body = await r.graphql(
-        admin, UPDATE, {"input": {"id": hook_id, "includePatterns": ["docs/*"], "maxDepth": 0}}
+    _, body = await system.graphql(
+        system.admin,
+        UPDATE_CHANGE_WEBHOOK,
+        {"input": {"id": hook_id, "includePatterns": ["docs/*"], "maxDepth": 0}},
     )
     assert body["data"]["updateChangeWebhook"]["changeWebhook"] == {
         "id": hook_id,
@@ -97,14 +78,16 @@ async def test_the_surface_creates_lists_updates_and_deletes_with_the_cron_rules
         "enabled": True,
         "maxDepth": 0,
     }
-    _, body = await r.graphql(
-        admin,
+    _, body = await system.graphql(
+        system.admin,
         f"mutation {{ regenerateChangeWebhookSecret(id: {hook_id}) {{ secret changeWebhook {{ id }} }} }}",
     )
     assert body["data"]["regenerateChangeWebhookSecret"]["secret"] != secret
-    _, body = await r.graphql(admin, f"mutation {{ deleteChangeWebhook(id: {hook_id}) {{ id }} }}")
+    _, body = await system.graphql(
+        system.admin, f"mutation {{ deleteChangeWebhook(id: {hook_id}) {{ id }} }}"
+    )
     assert body["data"]["deleteChangeWebhook"] == {"id": hook_id}
-    _, body = await r.graphql(admin, "{ changeWebhooks { id } }")
+    _, body = await system.graphql(system.admin, "{ changeWebhooks { id } }")
     assert body["data"]["changeWebhooks"] == []
 
 
@@ -119,31 +102,37 @@ async def test_the_surface_creates_lists_updates_and_deletes_with_the_cron_rules
         ({"includePatterns": ["*"], "url": "ftp://x"}, "url", "scheme"),
     ],
 )
-async def test_bad_input_names_the_field_and_creates_nothing(  # type: ignore[no-untyped-def]
-    system, fields: dict[str, Any], field: str, reason: str
+async def test_bad_input_names_the_field_and_creates_nothing(
+    system: System, fields: dict[str, Any], field: str, reason: str
 ) -> None:
-    r, admin, agent, _ = system
-    _, body = await r.graphql(admin, CREATE, {"input": {"url": agent.url, **fields}})
+    _, body = await system.graphql(
+        system.admin, CREATE_CHANGE_WEBHOOK, {"input": {"url": system.agent.url, **fields}}
+    )
     [error] = body["errors"]
     assert error["extensions"]["code"] == "BAD_USER_INPUT" and error["extensions"]["field"] == field
     assert reason in error["message"]
-    _, body = await r.graphql(admin, "{ changeWebhooks { id } }")
+    _, body = await system.graphql(system.admin, "{ changeWebhooks { id } }")
     assert body["data"]["changeWebhooks"] == []
 
 
-async def test_one_delivery_per_batch_with_the_matching_changes_sorted_and_signed(system) -> None:  # type: ignore[no-untyped-def]
-    r, admin, agent, settings = system
+async def test_one_delivery_per_batch_with_the_matching_changes_sorted_and_signed(
+    system: System,
+) -> None:
     hook_id, secret = await create_change_webhook(
-        r, admin, agent.url, includePatterns=["blog/*"], instruction="Check spelling"
+        system,
+        system.admin,
+        system.agent.url,
+        includePatterns=["blog/*"],
+        instruction="Check spelling",
     )
     notes = [(f"blog/{n}.md", f"post {n}") for n in "gcaefbd"] + [
         ("docs/x.md", "x"),
         ("notes/y.md", "y"),
         ("z.md", "z"),
     ]
-    await push(r, admin, *notes)
-    [got] = await agent.wait_for(1)
-    assert await quiet(agent) == 1
+    await push_notes(system, system.admin, *notes)
+    [got] = await system.agent.wait_for(1)
+    assert await quiet(system.agent) == 1
     body = Webhook(secret).verify(got.raw, got.headers)
     assert body["kind"] == "change" and body["trigger"] == "change" and body["depth"] == 0
     assert body["webhook_id"] == hook_id and body["attempt"] == 1
@@ -153,22 +142,21 @@ async def test_one_delivery_per_batch_with_the_matching_changes_sorted_and_signe
     first = body["changes"][0]
     assert first["event"] == "create" and first["version"] == 1
     assert first["content"] == "post a" and len(first["content_hash"]) == 64
-    delivery = await finished(r, admin, body["id"])
+    delivery = await finished(system, system.admin, body["id"])
     assert delivery["status"] == "success" and delivery["trigger"] == "CHANGE"
-    _, listed = await r.graphql(
-        admin, f"{{ changeWebhookDeliveries(changeWebhookId: {hook_id}) {{ id trigger }} }}"
+    _, listed = await system.graphql(
+        system.admin, f"{{ changeWebhookDeliveries(changeWebhookId: {hook_id}) {{ id trigger }} }}"
     )
     assert listed["data"]["changeWebhookDeliveries"] == [{"id": body["id"], "trigger": "CHANGE"}]
     # Exactly one request per (webhook, batch), kept in the matcher's own table.
-    conn = await asyncpg.connect(settings.database_url)
+    conn = await asyncpg.connect(system.dsn)
     try:
         assert await conn.fetchval("select count(*) from importer.change_requests") == 1
     finally:
         await conn.close()
 
 
-async def test_filters_exclude_patterns_content_and_depth(system) -> None:  # type: ignore[no-untyped-def]
-    r, admin, agent, _ = system
+async def test_filters_exclude_patterns_content_and_depth(system: System) -> None:
     hooks = {
         "all": {"includePatterns": ["*"]},
         "no_drafts": {"includePatterns": ["*"], "excludePatterns": ["*.draft.md"]},
@@ -179,16 +167,20 @@ async def test_filters_exclude_patterns_content_and_depth(system) -> None:  # ty
         "paused": {"includePatterns": ["*"], "enabled": False},
     }
     for name, fields in hooks.items():
-        await create_change_webhook(r, admin, agent.url_for(name, answer_with()), **fields)
-    await push(r, admin, ("a.md", "1"), ("b.draft.md", "2"))
-    await push(r, admin, ("a.md", "1, again"))
-    _, body = await r.graphql(admin, HIDE, {"paths": ["a.md"]})
+        await create_change_webhook(
+            system, system.admin, system.agent.url_for(name, answer_with()), **fields
+        )
+    await push_notes(system, system.admin, ("a.md", "1"), ("b.draft.md", "2"))
+    await push_notes(system, system.admin, ("a.md", "1, again"))
+    _, body = await system.graphql(system.admin, HIDE_NOTES, {"paths": ["a.md"]})
     assert body["data"]["hideNotes"]["__typename"] == "HideNotesPayload"
-    await agent.wait_for(3, name="all")
-    await quiet(agent)
+    await system.agent.wait_for(3, name="all")
+    await quiet(system.agent)
 
     def seen(name: str) -> list[list[tuple[str, str]]]:
-        return [[(c["path"], c["event"]) for c in got.body["changes"]] for got in agent.at(name)]
+        return [
+            [(c["path"], c["event"]) for c in got.body["changes"]] for got in system.agent.at(name)
+        ]
 
     create = [("a.md", "create"), ("b.draft.md", "create")]
     assert seen("all") == [create, [("a.md", "update")], [("a.md", "remove")]]
@@ -196,123 +188,129 @@ async def test_filters_exclude_patterns_content_and_depth(system) -> None:  # ty
     assert seen("creates") == [create]
     assert seen("removes") == [[("a.md", "remove")]]
     assert seen("never") == [] and seen("paused") == []
-    assert all("content" not in c for got in agent.at("bare") for c in got.body["changes"])
-    removal = agent.at("all")[2].body["changes"][0]
+    assert all("content" not in c for got in system.agent.at("bare") for c in got.body["changes"])
+    removal = system.agent.at("all")[2].body["changes"][0]
     assert removal["content"] is None and removal["content_hash"] is None
     assert removal["version"] == 3
 
 
-async def test_a_skip_webhooks_key_fires_nothing_and_a_plain_key_writes_at_depth_0(system) -> None:  # type: ignore[no-untyped-def]
+async def test_a_skip_webhooks_key_fires_nothing_and_a_plain_key_writes_at_depth_0(
+    system: System,
+) -> None:
     from tests.support.token_api import call
 
-    r, admin, agent, _ = system
-    await create_change_webhook(r, admin, agent.url, includePatterns=["*"])
+    await create_change_webhook(system, system.admin, system.agent.url, includePatterns=["*"])
     keys = {}
     for name, skip in (("linter", True), ("editor", False)):
-        _, body = await r.graphql(
-            admin, CREATE_KEY, {"input": {"name": name, "skipWebhooks": skip}}
-        )
-        keys[name] = body["data"]["createApiKey"]["key"]
+        _, keys[name] = await create_api_key(system, system.admin, name, skipWebhooks=skip)
     for name, path in (("linter", "quiet.md"), ("editor", "loud.md")):
         status, _ = await call(
-            r,
+            system,
             "POST",
             "/api/notes",
             body={"changes": [{"path": path, "content": "x"}]},
             headers={"X-API-Key": keys[name]},
         )
         assert status == 200
-    [got] = await agent.wait_for(1)
-    assert await quiet(agent) == 1
+    [got] = await system.agent.wait_for(1)
+    assert await quiet(system.agent) == 1
     assert [c["path"] for c in got.body["changes"]] == ["loud.md"] and got.body["depth"] == 0
 
 
-async def test_the_seeds_chain_holds_and_ends(system) -> None:  # type: ignore[no-untyped-def]
+async def test_the_seeds_chain_holds_and_ends(system: System) -> None:
     """An admin edit of blog/post.md (depth 0) fires the linter (maxDepth 1, blog/**) and
     the indexer (maxDepth 2, *). The linter's answer is written at depth 1: it fires the
     indexer, not the linter. Every indexer answer (its index, at depth d + 1) fires the
     indexer again only while d + 1 < 2. Then silence."""
-    r, admin, agent, _ = system
-    linter = agent.url_for(
+    linter = system.agent.url_for(
         "linter", answer_with({"path": "blog/post.md", "content": "# Post (spelling fixed)"})
     )
-    indexer = agent.url_for("indexer", answer_with({"path": "index.md", "content": "indexed"}))
-    await create_change_webhook(
-        r, admin, linter, includePatterns=["blog/**"], maxDepth=1, writePatterns=["blog/*"]
+    indexer = system.agent.url_for(
+        "indexer", answer_with({"path": "index.md", "content": "indexed"})
     )
     await create_change_webhook(
-        r, admin, indexer, includePatterns=["*"], maxDepth=2, writePatterns=["index.md"]
+        system,
+        system.admin,
+        linter,
+        includePatterns=["blog/**"],
+        maxDepth=1,
+        writePatterns=["blog/*"],
     )
-    await push(r, admin, ("blog/post.md", "# Post (speling)"))
-    await agent.wait_for(1, name="linter")
-    await quiet(agent, 2.0)
-    [lint] = agent.at("linter")
+    await create_change_webhook(
+        system, system.admin, indexer, includePatterns=["*"], maxDepth=2, writePatterns=["index.md"]
+    )
+    await push_notes(system, system.admin, ("blog/post.md", "# Post (speling)"))
+    await system.agent.wait_for(1, name="linter")
+    await quiet(system.agent, 2.0)
+    [lint] = system.agent.at("linter")
     assert lint.body["depth"] == 0 and [c["path"] for c in lint.body["changes"]] == ["blog/post.md"]
     by_depth = sorted(
-        (got.body["depth"], [c["path"] for c in got.body["changes"]]) for got in agent.at("indexer")
+        (got.body["depth"], [c["path"] for c in got.body["changes"]])
+        for got in system.agent.at("indexer")
     )
     assert by_depth == [
         (0, ["blog/post.md"]),  # the admin's edit
         (1, ["blog/post.md"]),  # the linter's fix
         (1, ["index.md"]),  # the indexer's answer to the admin's edit
     ]
-    _, note = await r.graphql(admin, '{ note(path: "blog/post.md") { content depth } }')
+    _, note = await system.graphql(system.admin, '{ note(path: "blog/post.md") { content depth } }')
     assert note["data"]["note"] == {"content": "# Post (spelling fixed)", "depth": 1}
-    _, index = await r.graphql(admin, '{ note(path: "index.md") { depth } }')
+    _, index = await system.graphql(system.admin, '{ note(path: "index.md") { depth } }')
     assert index["data"]["note"]["depth"] == 2  # the last write: fires nothing
 
 
-async def test_an_agent_that_always_answers_with_an_edit_cannot_loop(system) -> None:  # type: ignore[no-untyped-def]
-    r, admin, agent, _ = system
-    echo = agent.url_for("echo", answer_with({"path": "loop.md", "content": "again"}))
+async def test_an_agent_that_always_answers_with_an_edit_cannot_loop(system: System) -> None:
+    echo = system.agent.url_for("echo", answer_with({"path": "loop.md", "content": "again"}))
     await create_change_webhook(
-        r, admin, echo, includePatterns=["loop.md"], maxDepth=3, writePatterns=["*"]
+        system, system.admin, echo, includePatterns=["loop.md"], maxDepth=3, writePatterns=["*"]
     )
-    await push(r, admin, ("loop.md", "start"))
-    await agent.wait_for(3, name="echo")
-    assert await quiet(agent, 2.0) == 3  # depths 0, 1 and 2; the write at depth 3 fires none
-    assert [got.body["depth"] for got in agent.at("echo")] == [0, 1, 2]
+    await push_notes(system, system.admin, ("loop.md", "start"))
+    await system.agent.wait_for(3, name="echo")
+    assert await quiet(system.agent, 2.0) == 3  # depths 0, 1 and 2; the write at depth 3 fires none
+    assert [got.body["depth"] for got in system.agent.at("echo")] == [0, 1, 2]
 
 
-async def test_a_manual_trigger_sends_the_chosen_notes_as_updates_at_depth_0(system) -> None:  # type: ignore[no-untyped-def]
-    r, admin, agent, _ = system
-    await push(r, admin, ("b.md", "bee"), ("a.md", "ay"))
-    hook_id, _ = await create_change_webhook(r, admin, agent.url, includePatterns=["nothing/*"])
-    _, body = await r.graphql(
-        admin,
+async def test_a_manual_trigger_sends_the_chosen_notes_as_updates_at_depth_0(
+    system: System,
+) -> None:
+    await push_notes(system, system.admin, ("b.md", "bee"), ("a.md", "ay"))
+    hook_id, _ = await create_change_webhook(
+        system, system.admin, system.agent.url, includePatterns=["nothing/*"]
+    )
+    _, body = await system.graphql(
+        system.admin,
         f'mutation {{ triggerChangeWebhook(id: {hook_id}, paths: ["b.md", "a.md"]) {{ deliveryId }} }}',
     )
     delivery_id = body["data"]["triggerChangeWebhook"]["deliveryId"]
-    [got] = await agent.wait_for(1)
+    [got] = await system.agent.wait_for(1)
     assert got.body["id"] == delivery_id and got.body["trigger"] == "manual"
     assert got.body["depth"] == 0
     assert [(c["path"], c["event"], c["content"]) for c in got.body["changes"]] == [
         ("a.md", "update", "ay"),
         ("b.md", "update", "bee"),
     ]
-    _, body = await r.graphql(
-        admin,
+    _, body = await system.graphql(
+        system.admin,
         f'mutation {{ triggerChangeWebhook(id: {hook_id}, paths: ["nope.md"]) {{ deliveryId }} }}',
     )
     assert body["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "field": "paths"}
 
 
-async def test_a_replayed_batch_never_requests_a_second_delivery(system) -> None:  # type: ignore[no-untyped-def]
+async def test_a_replayed_batch_never_requests_a_second_delivery(system: System) -> None:
     """The matcher's checkpoint moved back (as after a crash between its commit and the
     next step): the same batches are read again, and the (webhook, batch) key holds."""
-    r, admin, agent, settings = system
-    await create_change_webhook(r, admin, agent.url, includePatterns=["*"])
-    await push(r, admin, ("one.md", "1"))
-    await agent.wait_for(1)
-    conn = await asyncpg.connect(settings.database_url)
+    await create_change_webhook(system, system.admin, system.agent.url, includePatterns=["*"])
+    await push_notes(system, system.admin, ("one.md", "1"))
+    await system.agent.wait_for(1)
+    conn = await asyncpg.connect(system.dsn)
     try:
         await conn.execute("update importer.change_matcher_checkpoint set txid = 0, position = 0")
         await eventually(
             lambda: conn.fetchval("select txid > 0 from importer.change_matcher_checkpoint")
         )
-        await push(r, admin, ("two.md", "2"))
-        await agent.wait_for(2)
-        assert await quiet(agent) == 2
+        await push_notes(system, system.admin, ("two.md", "2"))
+        await system.agent.wait_for(2)
+        assert await quiet(system.agent) == 2
         assert await conn.fetchval("select count(*) from importer.change_requests") == 2
     finally:
         await conn.close()
@@ -336,7 +334,7 @@ async def test_a_retry_resends_the_same_changes_with_the_previous_error(settings
             await create_change_webhook(
                 r, admin, agent.url_for("flaky", flaky), includePatterns=["*"], maxRetries=1
             )
-            await push(r, admin, ("b.md", "2"), ("a.md", "1"))
+            await push_notes(r, admin, ("b.md", "2"), ("a.md", "1"))
             [first] = await agent.wait_for(1)
             await eventually(lambda: retry_due(settings.database_url, first.body["id"]))
             clock.advance(timedelta(seconds=10))
@@ -352,7 +350,7 @@ async def test_a_retry_resends_the_same_changes_with_the_previous_error(settings
     assert delivery["status"] == "success" and len(delivery["attempts"]) == 2
 
 
-async def test_the_readme_linter_fixes_an_admin_edit_once(system, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_the_readme_linter_fixes_an_admin_edit_once(system: System, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The README's change agent, run as written, on a real change webhook."""
     section = README.split("## Change webhooks", 1)[1].split("\n## ", 1)[0]
     [code] = re.findall(r"```python\n(.*?)```", section, re.S)
@@ -360,88 +358,91 @@ async def test_the_readme_linter_fixes_an_admin_edit_once(system, monkeypatch) -
     exec(code, namespace)
     lint = namespace["lint"]
 
-    r, admin, agent, _ = system
-    url = agent.url_for("lint", lambda request, _: lint(request))
+    url = system.agent.url_for("lint", lambda request, _: lint(request))
     _, secret = await create_change_webhook(
-        r, admin, url, includePatterns=["blog/**"], maxDepth=1, writePatterns=["blog/*"]
+        system, system.admin, url, includePatterns=["blog/**"], maxDepth=1, writePatterns=["blog/*"]
     )
     monkeypatch.setenv("WEBHOOK_SECRET", secret)
-    await push(r, admin, ("blog/post.md", "teh cat sat"), ("blog/ok.md", "fine"))
-    await agent.wait_for(1, name="lint")
+    await push_notes(system, system.admin, ("blog/post.md", "teh cat sat"), ("blog/ok.md", "fine"))
+    await system.agent.wait_for(1, name="lint")
 
     async def fixed() -> Any:
-        _, body = await r.graphql(admin, '{ note(path: "blog/post.md") { content depth } }')
+        _, body = await system.graphql(
+            system.admin, '{ note(path: "blog/post.md") { content depth } }'
+        )
         return body["data"]["note"] if body["data"]["note"]["depth"] == 1 else None
 
     assert await eventually(fixed) == {"content": "the cat sat", "depth": 1}
-    assert await quiet(agent) == 1  # its own fix (depth 1) does not call it again
+    assert await quiet(system.agent) == 1  # its own fix (depth 1) does not call it again
 
 
-async def test_gone_disables_it_and_its_token_is_one_deeper_than_the_batch(system) -> None:  # type: ignore[no-untyped-def]
+async def test_gone_disables_it_and_its_token_is_one_deeper_than_the_batch(system: System) -> None:
     """410 and auto-disable work as for cron webhooks, and a disabled change webhook hears
     nothing more; with passApiKey the api_token is at depth d + 1."""
     import jwt
-
-    r, admin, agent, _ = system
 
     async def gone(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=410)
 
     hook_id, _ = await create_change_webhook(
-        r,
-        admin,
-        agent.url_for("gone", gone),
+        system,
+        system.admin,
+        system.agent.url_for("gone", gone),
         includePatterns=["*"],
         passApiKey=True,
         maxDepth=3,
     )
-    await push(r, admin, ("first.md", "1"))
-    [got] = await agent.wait_for(1, name="gone")
+    await push_notes(system, system.admin, ("first.md", "1"))
+    [got] = await system.agent.wait_for(1, name="gone")
     claims = jwt.decode(got.body["api_token"], options={"verify_signature": False})
     assert got.body["depth"] == 0 and claims["depth"] == 1
     assert claims["sub"] == f"webhook:{hook_id}" and got.body["api_url"]
 
     async def disabled() -> Any:
-        _, body = await r.graphql(
-            admin, f"{{ changeWebhook(id: {hook_id}) {{ enabled disabledReason }} }}"
+        _, body = await system.graphql(
+            system.admin, f"{{ changeWebhook(id: {hook_id}) {{ enabled disabledReason }} }}"
         )
         return (
             body["data"]["changeWebhook"] if not body["data"]["changeWebhook"]["enabled"] else None
         )
 
     assert "410" in (await eventually(disabled))["disabledReason"]
-    await push(r, admin, ("second.md", "2"))
-    assert await quiet(agent) == 1  # disabled: the second batch fires nothing
+    await push_notes(system, system.admin, ("second.md", "2"))
+    assert await quiet(system.agent) == 1  # disabled: the second batch fires nothing
 
 
-async def test_an_idempotency_key_creates_one_change_webhook(system) -> None:  # type: ignore[no-untyped-def]
-    r, admin, agent, _ = system
+async def test_an_idempotency_key_creates_one_change_webhook(system: System) -> None:
     fields = {"includePatterns": ["*"], "idempotencyKey": "setup-linter"}
-    first, secret = await create_change_webhook(r, admin, agent.url, **fields)
-    again, replayed = await create_change_webhook(r, admin, agent.url, **fields)
+    first, secret = await create_change_webhook(system, system.admin, system.agent.url, **fields)
+    again, replayed = await create_change_webhook(system, system.admin, system.agent.url, **fields)
     assert (again, replayed) == (first, secret)
     # The key is spent on a change webhook: a cron create with it is refused.
-    _, body = await r.graphql(
-        admin,
-        """mutation { createCronWebhook(input: {url: "https://agent.example/h",
-        cronSchedule: "* * * * *", idempotencyKey: "setup-linter"}) { cronWebhook { id } } }""",
+    _, body = await system.graphql(
+        system.admin,
+        CREATE_WEBHOOK,
+        {
+            "input": {
+                "url": "https://agent.example/h",
+                "cronSchedule": "* * * * *",
+                "idempotencyKey": "setup-linter",
+            }
+        },
     )
     assert body["errors"][0]["extensions"]["code"] == "CONFLICT"
-    _, body = await r.graphql(admin, "{ changeWebhooks { id } cronWebhooks { id } }")
+    _, body = await system.graphql(system.admin, "{ changeWebhooks { id } cronWebhooks { id } }")
     assert body["data"] == {"changeWebhooks": [{"id": first}], "cronWebhooks": []}
 
 
-async def test_the_matcher_never_scans_delivery_events(system) -> None:  # type: ignore[no-untyped-def]
+async def test_the_matcher_never_scans_delivery_events(system: System) -> None:
     """A herd of cron deliveries writes no note: the matcher tails only the partition of
     the streams kept forever (webhooks, notes), so it never scans a delivery event (a
     tail of every event did, once per herd) and its checkpoint is the last kept event."""
     from tests.support.flows import create_webhook, trigger
 
-    r, admin, agent, settings = system
-    hook_id, _ = await create_webhook(r, admin, agent.url)
+    hook_id, _ = await create_webhook(system, system.admin, system.agent.url)
     for _ in range(3):
-        await finished(r, admin, await trigger(r, admin, hook_id))
-    conn = await asyncpg.connect(settings.database_url)
+        await finished(system, system.admin, await trigger(system, system.admin, hook_id))
+    conn = await asyncpg.connect(system.dsn)
     try:
         await eventually(
             lambda: conn.fetchval(
@@ -451,8 +452,11 @@ async def test_the_matcher_never_scans_delivery_events(system) -> None:  # type:
                       order by txid desc, position desc limit 1) k"""
             )
         )
-        assert await conn.fetchval(
-            "select count(*) from eventstore.events_kept where stream like 'delivery-%'"
-        ) == 0
+        assert (
+            await conn.fetchval(
+                "select count(*) from eventstore.events_kept where stream like 'delivery-%'"
+            )
+            == 0
+        )
     finally:
         await conn.close()

@@ -6,48 +6,30 @@ once in any batch: only its second and later changes get the error."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import pytest
 
-from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
 from cronhooks_importer.rules import MAX_NOTE_BYTES
 from tests.support.flows import create_webhook
-from tests.support.inprocess import Running, admin_token, running
-from tests.support.token_api import NOW, OPEN_WEBHOOK, agent_graphql, mint, open_webhook, push
+from tests.support.graphql import COMMIT_NOTES, HIDE_NOTES, PUSH_NOTES, UPDATE_WEBHOOK
+from tests.support.inprocess import Running
+from tests.support.system import System
+from tests.support.token_api import NOW, agent_graphql, mint, push
 
-System = tuple[Running, str, Settings]
-
-PUSH = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename
-  ... on PushNotesPayload { notes { path version } }
-  ... on ErrorPayload { message errors { path error } } } }"""
-COMMIT = """mutation { commitNotes { __typename
-  ... on CommitNotesPayload { success }
-  ... on ErrorPayload { message errors { path error } } } }"""
-HIDE = """mutation($paths: [String!]!) { hideNotes(input: {paths: $paths}) { __typename
-  ... on HideNotesPayload { paths }
-  ... on ErrorPayload { message errors { path error } } } }"""
-UPDATE = """mutation($input: UpdateCronWebhookInput!) {
-  updateCronWebhook(input: $input) { cronWebhook { id } } }"""
 TWICE = "path appears twice in the batch"
 
 
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[System]:
-    async with running(settings, ManualClock(NOW), ("admin-api", "importer")) as r:
-        admin = await admin_token(settings.database_url)
-        assert await open_webhook(r, admin) == OPEN_WEBHOOK
-        yield r, admin, settings
+pytestmark = pytest.mark.system(services=("admin-api", "importer"), start=NOW, open_webhook=True)
 
 
 async def push_notes(
     r: Running, token: str, updates: list[dict[str, Any]], *, stage: bool = False
 ) -> dict[str, Any]:
     status, body = await agent_graphql(
-        r, token, PUSH, {"input": {"updates": updates, "skipCommit": stage}}
+        r, token, PUSH_NOTES, {"input": {"updates": updates, "skipCommit": stage}}
     )
     assert status == 200 and "errors" not in body, body
     return body["data"]["pushNotes"]  # type: ignore[no-any-return]
@@ -59,7 +41,7 @@ async def stage(r: Running, token: str, updates: list[dict[str, Any]]) -> None:
 
 
 async def commit(r: Running, token: str) -> dict[str, Any]:
-    status, body = await agent_graphql(r, token, COMMIT)
+    status, body = await agent_graphql(r, token, COMMIT_NOTES)
     assert status == 200 and "errors" not in body, body
     return body["data"]["commitNotes"]  # type: ignore[no-any-return]
 
@@ -88,34 +70,33 @@ def many(prefix: str, count: int) -> list[dict[str, Any]]:
 async def test_a_commit_refuses_staged_paths_the_webhooks_narrowed_write_patterns_exclude(
     system: System,
 ) -> None:
-    r, admin, settings = system
     hook_id, _ = await create_webhook(
-        r, admin, "https://agent.example/hook", readPatterns=["*"], writePatterns=["*"]
+        system, system.admin, "https://agent.example/hook", readPatterns=["*"], writePatterns=["*"]
     )
-    token = mint(settings, webhook_id=hook_id)
-    await stage(r, token, [{"path": "w2/a", "content": "A"}, {"path": "z/b", "content": "B"}])
+    token = mint(system.settings, webhook_id=hook_id)
+    await stage(system, token, [{"path": "w2/a", "content": "A"}, {"path": "z/b", "content": "B"}])
 
     async def write_patterns(patterns: list[str]) -> None:
-        _, body = await r.graphql(
-            admin, UPDATE, {"input": {"id": hook_id, "writePatterns": patterns}}
+        _, body = await system.graphql(
+            system.admin, UPDATE_WEBHOOK, {"input": {"id": hook_id, "writePatterns": patterns}}
         )
         assert "errors" not in body, body
 
     await write_patterns(["z/*"])
-    status, body = await push(r, token, {"path": "w2/a", "content": "A"})
+    status, body = await push(system, token, {"path": "w2/a", "content": "A"})
     assert status == 403
     [refused] = body["errors"]  # what a direct push answers, word for word
 
-    payload = await commit(r, token)
+    payload = await commit(system, token)
     assert payload["__typename"] == "ErrorPayload", payload
     assert payload["errors"] == [refused] == [{"path": "w2/a", "error": refused["error"]}]
     assert "w2/a" in payload["message"] and "nothing written" in payload["message"]
-    assert await store(settings) == ([], 0, 2)  # not even z/b; both stay staged
+    assert await store(system.settings) == ([], 0, 2)  # not even z/b; both stay staged
 
     # The admin widens the patterns again: the same staged updates commit, as one batch.
     await write_patterns(["*"])
-    assert await commit(r, token) == {"__typename": "CommitNotesPayload", "success": True}
-    assert await store(settings) == (["w2/a", "z/b"], 2, 0)
+    assert await commit(system, token) == {"__typename": "CommitNotesPayload", "success": True}
+    assert await store(system.settings) == (["w2/a", "z/b"], 2, 0)
 
 
 # --- finding 4: at most 1,000 changes and 2 MiB -----------------------------------------------
@@ -124,62 +105,61 @@ async def test_a_commit_refuses_staged_paths_the_webhooks_narrowed_write_pattern
 async def test_a_commit_of_more_than_1000_staged_changes_is_refused_naming_the_limit(
     system: System,
 ) -> None:
-    r, _, settings = system
-    token = mint(settings)
+    token = mint(system.settings)
     for n in range(3):  # each push is within the limits; together they are 3,000 changes
-        await stage(r, token, many(f"b{n}", 1000))
+        await stage(system, token, many(f"b{n}", 1000))
 
-    payload = await commit(r, token)
+    payload = await commit(system, token)
     assert payload["__typename"] == "ErrorPayload", payload
     assert "at most 1,000 changes in a batch" in payload["message"]
     assert [e["path"] for e in payload["errors"]] == [""]
-    assert await store(settings) == ([], 0, 3000)
+    assert await store(system.settings) == ([], 0, 3000)
 
     # 1,000 staged in two pushes is a batch within the limit: it commits.
-    within = mint(settings)
-    await stage(r, within, many("ok", 600))
-    await stage(r, within, many("ok", 1000)[600:])
-    assert await commit(r, within) == {"__typename": "CommitNotesPayload", "success": True}
-    paths, changed, staged = await store(settings)
+    within = mint(system.settings)
+    await stage(system, within, many("ok", 600))
+    await stage(system, within, many("ok", 1000)[600:])
+    assert await commit(system, within) == {"__typename": "CommitNotesPayload", "success": True}
+    paths, changed, staged = await store(system.settings)
     assert (len(paths), changed, staged) == (1000, 1000, 3000)
 
 
 async def test_a_commit_of_more_than_2_mib_of_staged_content_is_refused_naming_the_limit(
     system: System,
 ) -> None:
-    r, _, settings = system
-    token = mint(settings)
+    token = mint(system.settings)
     big = "x" * MAX_NOTE_BYTES  # 1 MiB, the most one note may hold
-    await stage(r, token, [{"path": "m/1.md", "content": big}])
-    await stage(r, token, [{"path": "m/2.md", "content": big}])
-    await stage(r, token, [{"path": "m/3.md", "content": "!"}])  # 2 MiB + 1 byte in all
+    await stage(system, token, [{"path": "m/1.md", "content": big}])
+    await stage(system, token, [{"path": "m/2.md", "content": big}])
+    await stage(system, token, [{"path": "m/3.md", "content": "!"}])  # 2 MiB + 1 byte in all
 
-    payload = await commit(r, token)
+    payload = await commit(system, token)
     assert payload["__typename"] == "ErrorPayload", payload
     assert "2 MiB" in payload["message"]
-    assert await store(settings) == ([], 0, 3)
+    assert await store(system.settings) == ([], 0, 3)
 
     # The agent fixes what it staged (a path staged again replaces its update): 2 MiB commits.
-    await stage(r, token, [{"path": "m/3.md", "content": ""}])
-    assert await commit(r, token) == {"__typename": "CommitNotesPayload", "success": True}
-    assert await store(settings) == (["m/1.md", "m/2.md", "m/3.md"], 3, 0)
+    await stage(system, token, [{"path": "m/3.md", "content": ""}])
+    assert await commit(system, token) == {"__typename": "CommitNotesPayload", "success": True}
+    assert await store(system.settings) == (["m/1.md", "m/2.md", "m/3.md"], 3, 0)
 
 
 async def test_an_admins_commit_has_the_same_bounds(system: System) -> None:
     """Admin note writes (admin-api's pushNotes/commitNotes) go through the importer's
     agent API: what an admin staged commits under the same limits."""
-    r, admin, settings = system
     admin_push = """mutation($input: PushNotesInput!) { pushNotes(input: $input) { __typename } }"""
     for part in range(2):
-        _, body = await r.graphql(
-            admin, admin_push, {"input": {"updates": many(f"a{part}", 600), "skipCommit": True}}
+        _, body = await system.graphql(
+            system.admin,
+            admin_push,
+            {"input": {"updates": many(f"a{part}", 600), "skipCommit": True}},
         )
         assert body["data"]["pushNotes"] == {"__typename": "PushNotesPayload"}, body
-    _, body = await r.graphql(admin, COMMIT)
+    _, body = await system.graphql(system.admin, COMMIT_NOTES)
     payload = body["data"]["commitNotes"]
     assert payload["__typename"] == "ErrorPayload", body
     assert "at most 1,000 changes in a batch" in payload["message"]
-    assert await store(settings) == ([], 0, 1200)
+    assert await store(system.settings) == ([], 0, 1200)
 
 
 # --- §5: a path appears at most once in any batch ---------------------------------------------
@@ -188,19 +168,18 @@ async def test_an_admins_commit_has_the_same_bounds(system: System) -> None:
 async def test_a_path_twice_in_any_batch_flags_its_second_and_later_changes(
     system: System,
 ) -> None:
-    r, _, settings = system
-    token = mint(settings)
+    token = mint(system.settings)
     thrice = [{"path": "t/a.md", "content": str(n)} for n in range(3)]
     flagged = [{"path": "t/a.md", "error": TWICE}] * 2
 
-    status, body = await push(r, token, *thrice, {"path": "t/b.md", "content": "b"})
+    status, body = await push(system, token, *thrice, {"path": "t/b.md", "content": "b"})
     assert status == 400 and body["errors"] == flagged
     for staged in (False, True):  # pushNotes, and staging with skipCommit
-        payload = await push_notes(r, token, thrice, stage=staged)
+        payload = await push_notes(system, token, thrice, stage=staged)
         assert payload["__typename"] == "ErrorPayload" and payload["errors"] == flagged
-    assert await store(settings) == ([], 0, 0)
+    assert await store(system.settings) == ([], 0, 0)
 
-    await push(r, token, {"path": "t/a.md", "content": "a"})
-    _, body = await agent_graphql(r, token, HIDE, {"paths": ["t/a.md", "t/a.md"]})
+    await push(system, token, {"path": "t/a.md", "content": "a"})
+    _, body = await agent_graphql(system, token, HIDE_NOTES, {"paths": ["t/a.md", "t/a.md"]})
     assert body["data"]["hideNotes"]["errors"] == [{"path": "t/a.md", "error": TWICE}]
-    assert await store(settings) == (["t/a.md"], 1, 0)
+    assert await store(system.settings) == (["t/a.md"], 1, 0)

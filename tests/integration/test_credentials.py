@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import stat
-import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,25 +22,13 @@ from cronhooks_common.clock import ManualClock
 from cronhooks_common.settings import Settings
 from tests.support import rabbit
 from tests.support.inprocess import running
-
-
-async def cli(settings: Settings, *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        *args,
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+from tests.support.processes import cli
 
 
 async def test_admin_tokens_are_listed_revoked_and_expire(settings: Settings) -> None:
-    code, out, _ = await cli(settings, "admin", "create-token", "--name", "ops", "--expires-in", "30d")
+    code, out, _ = await cli(
+        settings, "admin", "create-token", "--name", "ops", "--expires-in", "30d"
+    )
     assert code == 0
     expiring = out.strip().splitlines()[-1]  # the token is the last line
     code, out, _ = await cli(settings, "admin", "create-token", "--name", "ci")
@@ -54,7 +40,9 @@ async def test_admin_tokens_are_listed_revoked_and_expire(settings: Settings) ->
     expires = datetime.fromisoformat(rows[0][3])
     assert timedelta(days=29, hours=23) < expires - datetime.now(UTC) <= timedelta(days=30)
     assert rows[1][3] == "-"
-    assert (await cli(settings, "admin", "create-token", "--name", "x", "--expires-in", "soon"))[0] == 2
+    assert (await cli(settings, "admin", "create-token", "--name", "x", "--expires-in", "soon"))[
+        0
+    ] == 2
 
     clock = ManualClock(datetime.now(UTC))
     async with running(settings, clock, ("admin-api",)) as r:
@@ -66,7 +54,9 @@ async def test_admin_tokens_are_listed_revoked_and_expire(settings: Settings) ->
         assert (await r.graphql(forever, "{ agents { id } }"))[0] == 200
         # A revoked token is refused (a token seen in the last 5 s may still pass once).
         unused = await _token(settings, "unused")
-        code, out, _ = await cli(settings, "admin", "revoke-token", str(await _id_of(settings, "unused")))
+        code, out, _ = await cli(
+            settings, "admin", "revoke-token", str(await _id_of(settings, "unused"))
+        )
         assert code == 0 and "revoked" in out
         assert (await r.graphql(unused, "{ agents { id } }"))[0] == 401
     code, _, err = await cli(settings, "admin", "revoke-token", "9999")
@@ -89,7 +79,9 @@ async def _id_of(settings: Settings, name: str) -> int:
         await conn.close()
 
 
-async def test_make_up_reuses_its_own_token_while_it_is_live(settings: Settings, tmp_path: Path) -> None:
+async def test_make_up_reuses_its_own_token_while_it_is_live(
+    settings: Settings, tmp_path: Path
+) -> None:
     path = tmp_path / ".cronhooks-admin-token"
     first = await quick_start_token(settings, path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -104,7 +96,9 @@ async def test_make_up_reuses_its_own_token_while_it_is_live(settings: Settings,
     assert second != first and path.read_text().strip() == second
 
 
-def _reader_channel(amqp_url: str, user: str, password: str) -> pika.adapters.blocking_connection.BlockingChannel:
+def _reader_channel(
+    amqp_url: str, user: str, password: str
+) -> pika.adapters.blocking_connection.BlockingChannel:
     params = pika.URLParameters(amqp_url)
     params.credentials = pika.PlainCredentials(user, password)
     return pika.BlockingConnection(params).channel()

@@ -5,13 +5,12 @@ test lets it."""
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import pytest
 from aiohttp import web
 
 from cronhooks_common.clock import ManualClock
@@ -20,15 +19,16 @@ from tests.support.agent import Agent, Received
 from tests.support.flows import (
     create_webhook,
     delivery,
+    event_count,
     events_of,
     finished,
     scheduler_applied,
     trigger,
 )
+from tests.support.graphql import CREATE_WEBHOOK, DELIVERIES, UPDATE_WEBHOOK
 from tests.support.inprocess import Running, admin_token, eventually, running
-
-HISTORY = """query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id) {
-  id status trigger scheduledFor error queuedMs } }"""
+from tests.support.projections import quiet, rebuild, snapshot
+from tests.support.system import System
 
 
 @dataclass
@@ -65,13 +65,21 @@ class Gate:
         return [r.body["id"] for r in self.agent.at(self.name)]
 
 
+@pytest.fixture
+def gate(agent: Agent) -> Gate:
+    return Gate(agent)
+
+
 def minute_start() -> datetime:
     """30 s before a minute boundary of the real clock (signatures stay verifiable)."""
     return datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(seconds=30)
 
 
+pytestmark = pytest.mark.system(start=minute_start)
+
+
 async def history(r: Running, token: str, hook_id: int) -> list[dict[str, Any]]:
-    _, body = await r.graphql(token, HISTORY, {"id": hook_id})
+    _, body = await r.graphql(token, DELIVERIES, {"id": hook_id})
     return sorted(body["data"]["cronWebhookDeliveries"], key=lambda d: d["id"])
 
 
@@ -90,62 +98,57 @@ async def types_of(dsn: str, delivery_id: int) -> list[str]:
 
 
 async def test_delay_waits_for_the_pending_delivery_and_skips_a_second_slot(
-    settings: Settings, agent: Agent
+    system: System, agent: Agent, gate: Gate
 ) -> None:
-    start = minute_start()
-    clock = ManualClock(start)
-    gate = Gate(agent)
-    async with running(settings, clock) as r:
-        token = await admin_token(settings.database_url)
-        hook_id, _ = await create_webhook(
-            r, token, gate.url, cronSchedule="* * * * *", concurrencyPolicy="DELAY"
-        )
-        manual = await trigger(r, token, hook_id)  # a manual delivery counts as pending
-        await agent.wait_for(1, name="held")
-        await scheduler_applied(settings.database_url, [hook_id])
-        clock.set(start + timedelta(seconds=30))  # slot 1: waits
-        [waiting] = await rows_with(r, token, hook_id, 1, trigger="SCHEDULE", queuedMs=None)
-        assert waiting["status"] == "pending"  # queuedMs null: it waits
-        clock.set(start + timedelta(seconds=90))  # slot 2: one already waits, skipped
-        [skipped] = await rows_with(r, token, hook_id, 1, status="skipped")
-        assert skipped["error"] == "still_running" and skipped["trigger"] == "SCHEDULE"
-        assert skipped["queuedMs"] == 0
-        await asyncio.sleep(0.2)
-        assert gate.ids() == [manual]  # nothing else was sent meanwhile
+    start = system.clock.now()
+    hook_id, _ = await create_webhook(
+        system, system.admin, gate.url, cronSchedule="* * * * *", concurrencyPolicy="DELAY"
+    )
+    manual = await trigger(system, system.admin, hook_id)  # a manual delivery counts as pending
+    await agent.wait_for(1, name="held")
+    await scheduler_applied(system.dsn, [hook_id])
+    system.clock.set(start + timedelta(seconds=30))  # slot 1: waits
+    [waiting] = await rows_with(system, system.admin, hook_id, 1, trigger="SCHEDULE", queuedMs=None)
+    assert waiting["status"] == "pending"  # queuedMs null: it waits
+    system.clock.set(start + timedelta(seconds=90))  # slot 2: one already waits, skipped
+    [skipped] = await rows_with(system, system.admin, hook_id, 1, status="skipped")
+    assert skipped["error"] == "still_running" and skipped["trigger"] == "SCHEDULE"
+    assert skipped["queuedMs"] == 0
+    await asyncio.sleep(0.2)
+    assert gate.ids() == [manual]  # nothing else was sent meanwhile
 
-        clock.advance(timedelta(seconds=5))
-        gate.let_one_go()  # the manual delivery finishes: the waiting slot goes at once
-        await agent.wait_for(2, name="held")
-        assert gate.most == 1
-        sent = agent.at("held")[1].body
-        assert sent["id"] == waiting["id"] and sent["trigger"] == "schedule"
-        assert _parse(sent["scheduled_for"]) == _parse(waiting["scheduledFor"])
-        gate.let_one_go()
-        done = await finished(r, token, waiting["id"])
-        assert done["status"] == "success"
-        [row] = [d for d in await history(r, token, hook_id) if d["id"] == waiting["id"]]
-        assert row["queuedMs"] == 65_000  # from slot 1 (start + 30 s) to the release
-        assert await types_of(settings.database_url, waiting["id"]) == [
-            "delivery.requested",
-            "delivery.queued",
-            "delivery.released",
-            "delivery.succeeded",
-        ]
-        skip_events = await events_of(settings.database_url, f"delivery-{skipped['id']}")
-        assert skip_events[-1]["data"]["reason"] == "still_running"
-        assert skip_events[-1]["data"]["policy"] == "DELAY"
-        # Nothing pending any more: the next slot is sent when it comes.
-        clock.set(start + timedelta(seconds=150))
-        await agent.wait_for(3, name="held")
-        gate.let_one_go()
+    system.clock.advance(timedelta(seconds=5))
+    gate.let_one_go()  # the manual delivery finishes: the waiting slot goes at once
+    await agent.wait_for(2, name="held")
+    assert gate.most == 1
+    sent = agent.at("held")[1].body
+    assert sent["id"] == waiting["id"] and sent["trigger"] == "schedule"
+    assert _parse(sent["scheduled_for"]) == _parse(waiting["scheduledFor"])
+    gate.let_one_go()
+    done = await finished(system, system.admin, waiting["id"])
+    assert done["status"] == "success"
+    [row] = [d for d in await history(system, system.admin, hook_id) if d["id"] == waiting["id"]]
+    assert row["queuedMs"] == 65_000  # from slot 1 (start + 30 s) to the release
+    assert await types_of(system.dsn, waiting["id"]) == [
+        "delivery.requested",
+        "delivery.queued",
+        "delivery.released",
+        "delivery.succeeded",
+    ]
+    skip_events = await events_of(system.dsn, f"delivery-{skipped['id']}")
+    assert skip_events[-1]["data"]["reason"] == "still_running"
+    assert skip_events[-1]["data"]["policy"] == "DELAY"
+    # Nothing pending any more: the next slot is sent when it comes.
+    system.clock.set(start + timedelta(seconds=150))
+    await agent.wait_for(3, name="held")
+    gate.let_one_go()
     assert len(agent.at("held")) == 3
 
 
 async def test_delay_waits_through_the_retries_of_the_pending_delivery(
-    settings: Settings, agent: Agent
+    system: System, agent: Agent
 ) -> None:
-    start = minute_start()
-    clock = ManualClock(start)
+    start = system.clock.now()
     answers = iter([500, 500, 200, 200])
     calls: list[tuple[int, int]] = []
 
@@ -153,174 +156,164 @@ async def test_delay_waits_through_the_retries_of_the_pending_delivery(
         calls.append((got.body["id"], got.body["attempt"]))
         return web.Response(status=next(answers))
 
-    async with running(settings, clock) as r:
-        token = await admin_token(settings.database_url)
-        hook_id, _ = await create_webhook(
-            r,
-            token,
-            agent.url_for("flaky", flaky),
-            cronSchedule="* * * * *",
-            concurrencyPolicy="DELAY",
-            maxRetries=2,
-        )
-        manual = await trigger(r, token, hook_id)
-        await agent.wait_for(1, name="flaky")  # attempt 1 failed: a retry at +10 s
-        await scheduler_applied(settings.database_url, [hook_id])
-        clock.set(start + timedelta(seconds=30))  # the slot waits; attempt 2 fails (+60 s)
-        [waiting] = await rows_with(r, token, hook_id, 1, trigger="SCHEDULE", queuedMs=None)
-        await agent.wait_for(2, name="flaky")
-        await asyncio.sleep(0.2)
-        assert [c[0] for c in calls] == [manual, manual]
-        clock.set(start + timedelta(seconds=60))  # attempt 3 succeeds, then the slot goes
-        await agent.wait_for(4, name="flaky")
-        assert calls == [(manual, 1), (manual, 2), (manual, 3), (waiting["id"], 1)]
-        assert (await finished(r, token, waiting["id"]))["status"] == "success"
+    hook_id, _ = await create_webhook(
+        system,
+        system.admin,
+        agent.url_for("flaky", flaky),
+        cronSchedule="* * * * *",
+        concurrencyPolicy="DELAY",
+        maxRetries=2,
+    )
+    manual = await trigger(system, system.admin, hook_id)
+    await agent.wait_for(1, name="flaky")  # attempt 1 failed: a retry at +10 s
+    await scheduler_applied(system.dsn, [hook_id])
+    system.clock.set(start + timedelta(seconds=30))  # the slot waits; attempt 2 fails (+60 s)
+    [waiting] = await rows_with(system, system.admin, hook_id, 1, trigger="SCHEDULE", queuedMs=None)
+    await agent.wait_for(2, name="flaky")
+    await asyncio.sleep(0.2)
+    assert [c[0] for c in calls] == [manual, manual]
+    system.clock.set(start + timedelta(seconds=60))  # attempt 3 succeeds, then the slot goes
+    await agent.wait_for(4, name="flaky")
+    assert calls == [(manual, 1), (manual, 2), (manual, 3), (waiting["id"], 1)]
+    assert (await finished(system, system.admin, waiting["id"]))["status"] == "success"
 
 
 async def test_a_group_runs_one_at_a_time_in_slot_then_request_order(
-    settings: Settings, agent: Agent
+    system: System, agent: Agent, gate: Gate
 ) -> None:
-    start = minute_start()
-    clock = ManualClock(start)
-    gate = Gate(agent)
-    async with running(settings, clock) as r:
-        token = await admin_token(settings.database_url)
-        a, _ = await create_webhook(r, token, gate.url, executionGroup="reports")
-        b, _ = await create_webhook(
-            r, token, gate.url, cronSchedule="* * * * *", executionGroup="reports"
-        )
-        c, _ = await create_webhook(
-            r, token, gate.url, cronSchedule="* * * * *", executionGroup="reports"
-        )
-        other, _ = await create_webhook(r, token, agent.url_for("free", _ok))
-        first = await trigger(r, token, a)  # runs: the group was idle
-        await agent.wait_for(1, name="held")
-        await scheduler_applied(settings.database_url, [a, b, c])
-        clock.set(start + timedelta(seconds=30))  # slot T1 of b and c: both wait
-        t1 = [*await rows_with(r, token, b, 1), *await rows_with(r, token, c, 1)]
-        clock.set(start + timedelta(seconds=40))
-        manual = await trigger(r, token, a)  # joins at its request time, after T1
-        clock.set(start + timedelta(seconds=90))  # slot T2 of b and c
-        t2 = [
-            *await rows_with(r, token, b, 1, scheduledFor=_iso(start + timedelta(seconds=90))),
-            *await rows_with(r, token, c, 1, scheduledFor=_iso(start + timedelta(seconds=90))),
-        ]
-        # Another webhook, in no group, is not held up.
-        await finished(r, token, await trigger(r, token, other))
-        await asyncio.sleep(0.2)
-        assert gate.ids() == [first]
-        expected = [
-            first,
-            *sorted(d["id"] for d in t1),
-            manual,
-            *sorted(d["id"] for d in t2),
-        ]
-        for n in range(2, len(expected) + 1):
-            gate.let_one_go()
-            await agent.wait_for(n, name="held")
+    start = system.clock.now()
+    a, _ = await create_webhook(system, system.admin, gate.url, executionGroup="reports")
+    b, _ = await create_webhook(
+        system, system.admin, gate.url, cronSchedule="* * * * *", executionGroup="reports"
+    )
+    c, _ = await create_webhook(
+        system, system.admin, gate.url, cronSchedule="* * * * *", executionGroup="reports"
+    )
+    other, _ = await create_webhook(system, system.admin, agent.url_for("free", _ok))
+    first = await trigger(system, system.admin, a)  # runs: the group was idle
+    await agent.wait_for(1, name="held")
+    await scheduler_applied(system.dsn, [a, b, c])
+    system.clock.set(start + timedelta(seconds=30))  # slot T1 of b and c: both wait
+    t1 = [
+        *await rows_with(system, system.admin, b, 1),
+        *await rows_with(system, system.admin, c, 1),
+    ]
+    system.clock.set(start + timedelta(seconds=40))
+    manual = await trigger(system, system.admin, a)  # joins at its request time, after T1
+    system.clock.set(start + timedelta(seconds=90))  # slot T2 of b and c
+    t2 = [
+        *await rows_with(
+            system, system.admin, b, 1, scheduledFor=_iso(start + timedelta(seconds=90))
+        ),
+        *await rows_with(
+            system, system.admin, c, 1, scheduledFor=_iso(start + timedelta(seconds=90))
+        ),
+    ]
+    # Another webhook, in no group, is not held up.
+    await finished(system, system.admin, await trigger(system, system.admin, other))
+    await asyncio.sleep(0.2)
+    assert gate.ids() == [first]
+    expected = [
+        first,
+        *sorted(d["id"] for d in t1),
+        manual,
+        *sorted(d["id"] for d in t2),
+    ]
+    for n in range(2, len(expected) + 1):
         gate.let_one_go()
-        assert gate.ids() == expected and gate.most == 1
-        for delivery_id in expected:
-            assert (await finished(r, token, delivery_id))["status"] == "success"
-        # T1 waited from its slot to the release at T2's time; T2 left at once (same clock).
-        waited = {d["id"]: d["queuedMs"] for d in await history(r, token, c)}
-        assert sorted(waited.values()) == [0, 60_000]
+        await agent.wait_for(n, name="held")
+    gate.let_one_go()
+    assert gate.ids() == expected and gate.most == 1
+    for delivery_id in expected:
+        assert (await finished(system, system.admin, delivery_id))["status"] == "success"
+    # T1 waited from its slot to the release at T2's time; T2 left at once (same clock).
+    waited = {d["id"]: d["queuedMs"] for d in await history(system, system.admin, c)}
+    assert sorted(waited.values()) == [0, 60_000]
 
 
 async def test_forbid_in_a_group_waits_for_the_group_and_skips_its_own_next_slot(
-    settings: Settings, agent: Agent
+    system: System, agent: Agent, gate: Gate
 ) -> None:
-    start = minute_start()
-    clock = ManualClock(start)
-    gate = Gate(agent)
-    async with running(settings, clock) as r:
-        token = await admin_token(settings.database_url)
-        a, _ = await create_webhook(r, token, gate.url, executionGroup="g1")
-        f, _ = await create_webhook(
-            r,
-            token,
-            gate.url,
-            cronSchedule="* * * * *",
-            concurrencyPolicy="FORBID",
-            executionGroup="g1",
-        )
-        first = await trigger(r, token, a)
-        await agent.wait_for(1, name="held")
-        await scheduler_applied(settings.database_url, [a, f])
-        clock.set(start + timedelta(seconds=30))
-        [waiting] = await rows_with(r, token, f, 1)  # waits for the group
-        clock.set(start + timedelta(seconds=90))  # f's own delivery is pending: FORBID skips
-        [skipped] = await rows_with(r, token, f, 1, status="skipped")
-        assert "FORBID" in skipped["error"]
-        gate.let_one_go()
-        await agent.wait_for(2, name="held")
-        gate.let_one_go()
-        assert gate.ids() == [first, waiting["id"]]
-        assert (await finished(r, token, waiting["id"]))["status"] == "success"
+    start = system.clock.now()
+    a, _ = await create_webhook(system, system.admin, gate.url, executionGroup="g1")
+    f, _ = await create_webhook(
+        system,
+        system.admin,
+        gate.url,
+        cronSchedule="* * * * *",
+        concurrencyPolicy="FORBID",
+        executionGroup="g1",
+    )
+    first = await trigger(system, system.admin, a)
+    await agent.wait_for(1, name="held")
+    await scheduler_applied(system.dsn, [a, f])
+    system.clock.set(start + timedelta(seconds=30))
+    [waiting] = await rows_with(system, system.admin, f, 1)  # waits for the group
+    system.clock.set(start + timedelta(seconds=90))  # f's own delivery is pending: FORBID skips
+    [skipped] = await rows_with(system, system.admin, f, 1, status="skipped")
+    assert "FORBID" in skipped["error"]
+    gate.let_one_go()
+    await agent.wait_for(2, name="held")
+    gate.let_one_go()
+    assert gate.ids() == [first, waiting["id"]]
+    assert (await finished(system, system.admin, waiting["id"]))["status"] == "success"
 
 
 async def test_delay_in_a_group_takes_its_turn_in_slot_order(
-    settings: Settings, agent: Agent
+    system: System, agent: Agent, gate: Gate
 ) -> None:
     """A DELAY slot waiting for its webhook joins the group queue when its turn comes."""
-    start = minute_start()
-    clock = ManualClock(start)
-    gate = Gate(agent)
-    async with running(settings, clock) as r:
-        token = await admin_token(settings.database_url)
-        d, _ = await create_webhook(
-            r,
-            token,
-            gate.url,
-            cronSchedule="* * * * *",
-            concurrencyPolicy="DELAY",
-            executionGroup="g2",
-        )
-        manual = await trigger(r, token, d)  # holds d and the group
-        await agent.wait_for(1, name="held")
-        await scheduler_applied(settings.database_url, [d])
-        clock.set(start + timedelta(seconds=30))
-        [slot] = await rows_with(r, token, d, 1, trigger="SCHEDULE")
-        gate.let_one_go()
-        await agent.wait_for(2, name="held")
-        gate.let_one_go()
-        assert gate.ids() == [manual, slot["id"]]
-        assert (await finished(r, token, slot["id"]))["status"] == "success"
+    start = system.clock.now()
+    d, _ = await create_webhook(
+        system,
+        system.admin,
+        gate.url,
+        cronSchedule="* * * * *",
+        concurrencyPolicy="DELAY",
+        executionGroup="g2",
+    )
+    manual = await trigger(system, system.admin, d)  # holds d and the group
+    await agent.wait_for(1, name="held")
+    await scheduler_applied(system.dsn, [d])
+    system.clock.set(start + timedelta(seconds=30))
+    [slot] = await rows_with(system, system.admin, d, 1, trigger="SCHEDULE")
+    gate.let_one_go()
+    await agent.wait_for(2, name="held")
+    gate.let_one_go()
+    assert gate.ids() == [manual, slot["id"]]
+    assert (await finished(system, system.admin, slot["id"]))["status"] == "success"
 
 
 async def test_a_queued_delivery_of_a_deleted_webhook_is_skipped_and_the_group_goes_on(
-    settings: Settings, agent: Agent
+    system: System, agent: Agent, gate: Gate
 ) -> None:
-    start = minute_start()
-    clock = ManualClock(start)
-    gate = Gate(agent)
-    async with running(settings, clock) as r:
-        token = await admin_token(settings.database_url)
-        a, _ = await create_webhook(r, token, gate.url, executionGroup="g3")
-        doomed, _ = await create_webhook(r, token, gate.url, executionGroup="g3")
-        c, _ = await create_webhook(r, token, gate.url, executionGroup="g3")
-        first = await trigger(r, token, a)
-        await agent.wait_for(1, name="held")
-        gone = await trigger(r, token, doomed)
-        last = await trigger(r, token, c)
-        await eventually(
-            lambda: _has(settings.database_url, gone, "delivery.queued"),
-        )
-        await eventually(lambda: _has(settings.database_url, last, "delivery.queued"))
-        _, body = await r.graphql(token, f"mutation {{ deleteCronWebhook(id: {doomed}) {{ id }} }}")
-        assert "errors" not in body
-        gate.let_one_go()
-        await agent.wait_for(2, name="held")
-        gate.let_one_go()
-        assert gate.ids() == [first, last]
-        await eventually(lambda: _has(settings.database_url, gone, "delivery.skipped"))
-        events = await events_of(settings.database_url, f"delivery-{gone}")
-        assert events[-1]["data"]["reason"] == "deleted"
-        assert (await delivery(r, token, last))["status"] in ("pending", "success")
+    a, _ = await create_webhook(system, system.admin, gate.url, executionGroup="g3")
+    doomed, _ = await create_webhook(system, system.admin, gate.url, executionGroup="g3")
+    c, _ = await create_webhook(system, system.admin, gate.url, executionGroup="g3")
+    first = await trigger(system, system.admin, a)
+    await agent.wait_for(1, name="held")
+    gone = await trigger(system, system.admin, doomed)
+    last = await trigger(system, system.admin, c)
+    await eventually(
+        lambda: _has(system.dsn, gone, "delivery.queued"),
+    )
+    await eventually(lambda: _has(system.dsn, last, "delivery.queued"))
+    _, body = await system.graphql(
+        system.admin, f"mutation {{ deleteCronWebhook(id: {doomed}) {{ id }} }}"
+    )
+    assert "errors" not in body
+    gate.let_one_go()
+    await agent.wait_for(2, name="held")
+    gate.let_one_go()
+    assert gate.ids() == [first, last]
+    await eventually(lambda: _has(system.dsn, gone, "delivery.skipped"))
+    events = await events_of(system.dsn, f"delivery-{gone}")
+    assert events[-1]["data"]["reason"] == "deleted"
+    assert (await delivery(system, system.admin, last))["status"] in ("pending", "success")
 
 
 async def test_groups_are_decided_by_the_database_across_dispatchers(
-    settings: Settings, agent: Agent
+    settings: Settings, agent: Agent, gate: Gate
 ) -> None:
     """Two dispatchers (a second one started beside the first on the same database and
     broker) share the queue: the group still runs one delivery at a time."""
@@ -328,7 +321,6 @@ async def test_groups_are_decided_by_the_database_across_dispatchers(
     from cronhooks_dispatcher.app import bootstrap
 
     clock = ManualClock(minute_start())
-    gate = Gate(agent)
     async with running(settings, clock) as r:
         first = r.services["dispatcher"]
         second = await bootstrap(
@@ -380,14 +372,12 @@ def _iso(moment: datetime) -> str:
 
 
 async def test_rebuilt_read_models_keep_groups_and_waits(
-    settings: Settings, agent: Agent, vhost: str
+    settings: Settings, agent: Agent, gate: Gate, vhost: str
 ) -> None:
     """The new fields and the wait are projected from events alone: a rebuild equals."""
-    from tests.integration.test_admin_rebuild import quiet, snapshot
 
     start = minute_start()
     clock = ManualClock(start)
-    gate = Gate(agent)
     async with running(settings, clock) as r:
         token = await admin_token(settings.database_url)
         a, _ = await create_webhook(
@@ -427,18 +417,7 @@ async def test_rebuilt_read_models_keep_groups_and_waits(
         live = await snapshot(settings.database_url)
         waits = sorted(d["queued_ms"] for d in live["admin.deliveries"] if d["queued_ms"])
         assert len(waits) == 2
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        "projections",
-        "rebuild",
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
+    await rebuild(settings)
     rebuilt = await snapshot(settings.database_url)
     for table in ("admin.webhooks", "admin.deliveries"):
         assert rebuilt[table] == live[table], table
@@ -459,83 +438,74 @@ async def lanes_idle(dsn: str) -> bool:
         await conn.close()
 
 
-async def event_count(dsn: str) -> int:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return int(await conn.fetchval("select count(*) from eventstore.events"))
-    finally:
-        await conn.close()
-
-
-async def test_bad_input_names_the_field_and_changes_nothing(settings: Settings) -> None:
-    async with running(settings, ManualClock(minute_start())) as r:
-        token = await admin_token(settings.database_url)
-        hook_id, _ = await create_webhook(
-            r, token, "https://agent.example/hook", executionGroup="ok", concurrencyPolicy="DELAY"
-        )
-        before = await event_count(settings.database_url)
-        create = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i)
-        { secret } }"""
-        update = """mutation($i: UpdateCronWebhookInput!) { updateCronWebhook(input: $i)
-        { cronWebhook { id } } }"""
-        base = {"url": "https://agent.example/hook", "cronSchedule": "* * * * *"}
-        cases = [
-            (create, {**base, "executionGroup": "no spaces"}, "executionGroup"),
-            (create, {**base, "executionGroup": "x" * 101}, "executionGroup"),
-            (create, {**base, "executionGroup": None}, "executionGroup"),
-            (create, {**base, "concurrencyPolicy": "DELAYED"}, "concurrencyPolicy"),
-            (update, {"id": hook_id, "executionGroup": "bad\u00e9"}, "executionGroup"),
-            (update, {"id": hook_id, "executionGroup": 7}, "executionGroup"),
-            (update, {"id": hook_id, "concurrencyPolicy": "delay"}, "concurrencyPolicy"),
-        ]
-        for query, values, name in cases:
-            _, body = await r.graphql(token, query, {"i": values})
-            [error] = body["errors"]
-            assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": name}, values
-        assert await event_count(settings.database_url) == before
-        _, body = await r.graphql(
-            token,
-            f"{{ cronWebhook(id: {hook_id}) {{ executionGroup concurrencyPolicy }} }}",
-        )
-        assert body["data"]["cronWebhook"] == {"executionGroup": "ok", "concurrencyPolicy": "DELAY"}
-        # Defaults, and leaving the group.
-        plain, _ = await create_webhook(r, token, "https://agent.example/hook")
-        _, body = await r.graphql(
-            token, f"{{ cronWebhook(id: {plain}) {{ executionGroup concurrencyPolicy }} }}"
-        )
-        assert body["data"]["cronWebhook"] == {"executionGroup": "", "concurrencyPolicy": "ALLOW"}
-        _, body = await r.graphql(token, update, {"i": {"id": hook_id, "executionGroup": ""}})
-        assert "errors" not in body
-        _, body = await r.graphql(token, f"{{ cronWebhook(id: {hook_id}) {{ executionGroup }} }}")
-        assert body["data"]["cronWebhook"] == {"executionGroup": ""}
+async def test_bad_input_names_the_field_and_changes_nothing(system: System) -> None:
+    hook_id, _ = await create_webhook(
+        system,
+        system.admin,
+        "https://agent.example/hook",
+        executionGroup="ok",
+        concurrencyPolicy="DELAY",
+    )
+    before = await event_count(system.dsn)
+    create, update = CREATE_WEBHOOK, UPDATE_WEBHOOK
+    base = {"url": "https://agent.example/hook", "cronSchedule": "* * * * *"}
+    cases = [
+        (create, {**base, "executionGroup": "no spaces"}, "executionGroup"),
+        (create, {**base, "executionGroup": "x" * 101}, "executionGroup"),
+        (create, {**base, "executionGroup": None}, "executionGroup"),
+        (create, {**base, "concurrencyPolicy": "DELAYED"}, "concurrencyPolicy"),
+        (update, {"id": hook_id, "executionGroup": "bad\u00e9"}, "executionGroup"),
+        (update, {"id": hook_id, "executionGroup": 7}, "executionGroup"),
+        (update, {"id": hook_id, "concurrencyPolicy": "delay"}, "concurrencyPolicy"),
+    ]
+    for query, values, name in cases:
+        _, body = await system.graphql(system.admin, query, {"input": values})
+        [error] = body["errors"]
+        assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": name}, values
+    assert await event_count(system.dsn) == before
+    _, body = await system.graphql(
+        system.admin,
+        f"{{ cronWebhook(id: {hook_id}) {{ executionGroup concurrencyPolicy }} }}",
+    )
+    assert body["data"]["cronWebhook"] == {"executionGroup": "ok", "concurrencyPolicy": "DELAY"}
+    # Defaults, and leaving the group.
+    plain, _ = await create_webhook(system, system.admin, "https://agent.example/hook")
+    _, body = await system.graphql(
+        system.admin, f"{{ cronWebhook(id: {plain}) {{ executionGroup concurrencyPolicy }} }}"
+    )
+    assert body["data"]["cronWebhook"] == {"executionGroup": "", "concurrencyPolicy": "ALLOW"}
+    _, body = await system.graphql(
+        system.admin, update, {"input": {"id": hook_id, "executionGroup": ""}}
+    )
+    assert "errors" not in body
+    _, body = await system.graphql(
+        system.admin, f"{{ cronWebhook(id: {hook_id}) {{ executionGroup }} }}"
+    )
+    assert body["data"]["cronWebhook"] == {"executionGroup": ""}
 
 
 async def test_a_delivery_queued_before_its_group_changed_keeps_its_place_and_frees_the_group(
-    settings: Settings, agent: Agent
+    system: System, agent: Agent, gate: Gate
 ) -> None:
-    clock = ManualClock(minute_start())
-    gate = Gate(agent)
-    async with running(settings, clock) as r:
-        token = await admin_token(settings.database_url)
-        a, _ = await create_webhook(r, token, gate.url, executionGroup="g4")
-        b, _ = await create_webhook(r, token, gate.url, executionGroup="g4")
-        first = await trigger(r, token, a)
-        await agent.wait_for(1, name="held")
-        queued = await trigger(r, token, b)
-        await eventually(lambda: _has(settings.database_url, queued, "delivery.queued"))
-        _, body = await r.graphql(
-            token,
-            """mutation($i: UpdateCronWebhookInput!) { updateCronWebhook(input: $i)
-            { cronWebhook { executionGroup } } }""",
-            {"i": {"id": b, "executionGroup": ""}},
-        )
-        assert body["data"]["updateCronWebhook"]["cronWebhook"] == {"executionGroup": ""}
-        gate.let_one_go()
-        await agent.wait_for(2, name="held")  # b's delivery still had its turn in g4
-        gate.let_one_go()
-        assert (await finished(r, token, queued))["status"] == "success"
-        assert await eventually(lambda: lanes_idle(settings.database_url))
-        later = await trigger(r, token, a)  # g4 is free again
-        await agent.wait_for(3, name="held")
-        gate.let_one_go()
-        assert gate.ids() == [first, queued, later]
+    a, _ = await create_webhook(system, system.admin, gate.url, executionGroup="g4")
+    b, _ = await create_webhook(system, system.admin, gate.url, executionGroup="g4")
+    first = await trigger(system, system.admin, a)
+    await agent.wait_for(1, name="held")
+    queued = await trigger(system, system.admin, b)
+    await eventually(lambda: _has(system.dsn, queued, "delivery.queued"))
+    _, body = await system.graphql(
+        system.admin,
+        """mutation($i: UpdateCronWebhookInput!) { updateCronWebhook(input: $i)
+        { cronWebhook { executionGroup } } }""",
+        {"i": {"id": b, "executionGroup": ""}},
+    )
+    assert body["data"]["updateCronWebhook"]["cronWebhook"] == {"executionGroup": ""}
+    gate.let_one_go()
+    await agent.wait_for(2, name="held")  # b's delivery still had its turn in g4
+    gate.let_one_go()
+    assert (await finished(system, system.admin, queued))["status"] == "success"
+    assert await eventually(lambda: lanes_idle(system.dsn))
+    later = await trigger(system, system.admin, a)  # g4 is free again
+    await agent.wait_for(3, name="held")
+    gate.let_one_go()
+    assert gate.ids() == [first, queued, later]

@@ -8,8 +8,7 @@ import base64
 import hashlib
 import hmac
 import json
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import jwt
 import pytest
@@ -17,26 +16,12 @@ import structlog
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook
 
-from cronhooks_common.clock import ManualClock
 from cronhooks_common.events import EventType, delivery_stream
-from cronhooks_common.settings import Settings
 from cronhooks_importer.rules import content_hash
-from tests.support.agent import Agent, Received
+from tests.support.agent import Received
 from tests.support.flows import create_webhook, events_of, finished, retry_due, trigger
-from tests.support.inprocess import Running, admin_token, eventually, running
-
-
-def near_now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
-
-
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
-    clock = ManualClock(near_now())
-    agent = await Agent().start()
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock, agent
-    await agent.stop()
+from tests.support.inprocess import eventually
+from tests.support.system import System
 
 
 def status(code: int, body: bytes = b"", headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
@@ -54,14 +39,12 @@ def json_answer(payload: object, code: int = 200):  # type: ignore[no-untyped-de
 
 
 async def test_request_carries_both_signatures_every_field_and_a_scoped_token(
-    system,
-    settings: Settings,  # type: ignore[no-untyped-def]
+    system: System,
 ) -> None:
-    r, token, _, agent = system
-    url = agent.url_for("hook", json_answer({"status": "ok"}))
+    url = system.agent.url_for("hook", json_answer({"status": "ok"}))
     hook_id, secret = await create_webhook(
-        r,
-        token,
+        system,
+        system.admin,
         url,
         passApiKey=True,
         readPatterns=["notes/*"],
@@ -69,9 +52,9 @@ async def test_request_carries_both_signatures_every_field_and_a_scoped_token(
         instruction="Generate a digest of the last day",
     )
     with structlog.testing.capture_logs() as logs:
-        delivery_id = await trigger(r, token, hook_id)
-        [got] = await agent.wait_for(1, name="hook")
-        await finished(r, token, delivery_id)
+        delivery_id = await trigger(system, system.admin, hook_id)
+        [got] = await system.agent.wait_for(1, name="hook")
+        await finished(system, system.admin, delivery_id)
     body = Webhook(secret).verify(got.raw, got.headers)
     assert set(body) == {
         "version",
@@ -88,47 +71,46 @@ async def test_request_carries_both_signatures_every_field_and_a_scoped_token(
         "api_token",
         "api_url",
     }
-    assert body["kind"] == "cron" and body["api_url"] == settings.api_public_url
+    assert body["kind"] == "cron" and body["api_url"] == system.settings.api_public_url
     claims = jwt.decode(body["api_token"], options={"verify_signature": False})
-    assert claims["aud"] == "cronhooks-api" and claims["iss"] == settings.public_url
+    assert claims["aud"] == "cronhooks-api" and claims["iss"] == system.settings.public_url
     assert claims["sub"] == f"webhook:{hook_id}" and claims["delivery_id"] == delivery_id
     assert claims["depth"] == 1
     assert claims["read_patterns"] == ["notes/*"] and claims["write_patterns"] == ["digests/*"]
-    assert claims["exp"] - claims["iat"] == settings.api_token_ttl_seconds
+    assert claims["exp"] - claims["iat"] == system.settings.api_token_ttl_seconds
     assert jwt.get_unverified_header(body["api_token"])["alg"] == "HS256"
     # Neither the secret nor the token shows up in logs or events.
     dumped = json.dumps(logs, default=str)
     assert secret not in dumped and body["api_token"] not in dumped
-    for event in await events_of(settings.database_url, delivery_stream(delivery_id)):
+    for event in await events_of(system.dsn, delivery_stream(delivery_id)):
         text = json.dumps(event["data"])
         assert body["api_token"] not in text and secret not in text
-
 
 
 ADMIN_WHSEC = "whsec_" + base64.b64encode(b"an admin-chosen key of 32 bytes!").decode()
 
 
-@pytest.mark.parametrize(
-    "given", [None, ADMIN_WHSEC, "an admin's plain secret, 24+ characters"]
-)
+@pytest.mark.parametrize("given", [None, ADMIN_WHSEC, "an admin's plain secret, 24+ characters"])
 async def test_trip2g_and_standard_webhooks_receivers_verify_a_delivery(
-    system,  # type: ignore[no-untyped-def]
+    system: System,
     given: str | None,
 ) -> None:
     """A generated, an admin-supplied whsec_ and a plain admin secret: a trip2g-style
     receiver (hex HMAC-SHA256 over the raw body, keyed with the secret string's bytes) and
     a Standard Webhooks library both accept the delivery as received."""
-    r, token, _, agent = system
     fields = {} if given is None else {"secret": given}
-    hook_id, secret = await create_webhook(r, token, agent.url_for("signed", status(202)), **fields)
+    hook_id, secret = await create_webhook(
+        system, system.admin, system.agent.url_for("signed", status(202)), **fields
+    )
     assert given is None or secret == given
-    await trigger(r, token, hook_id)
-    [got] = await agent.wait_for(1, name="signed")
+    await trigger(system, system.admin, hook_id)
+    [got] = await system.agent.wait_for(1, name="signed")
     received = got.headers["X-Webhook-Signature"]
     expected = "sha256=" + hmac.new(secret.encode(), got.raw, hashlib.sha256).hexdigest()
     assert hmac.compare_digest(received, expected)
     verifier = Webhook(secret) if secret.startswith("whsec_") else Webhook(secret.encode())
     assert verifier.verify(got.raw, got.headers)["webhook_id"] == hook_id
+
 
 ANSWERS = [
     # (name, responder, final status, error fragment)
@@ -155,24 +137,22 @@ ANSWERS = [
 
 
 @pytest.mark.parametrize(("name", "responder", "final", "error"), ANSWERS)
-async def test_answers(system, name, responder, final, error) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, agent = system
-    hook_id, _ = await create_webhook(r, token, agent.url_for(name, responder))
-    d = await finished(r, token, await trigger(r, token, hook_id))
+async def test_answers(system: System, name, responder, final, error) -> None:  # type: ignore[no-untyped-def]
+    hook_id, _ = await create_webhook(system, system.admin, system.agent.url_for(name, responder))
+    d = await finished(system, system.admin, await trigger(system, system.admin, hook_id))
     assert d["status"] == final
     assert d["error"] == error if error is None else error in d["error"]
     [attempt] = d["attempts"]
     assert attempt["errorMessage"] == d["error"]
     assert json.loads(attempt["requestBody"])["id"] == d["id"]
-    assert len(agent.at(name)) == 1
+    assert len(system.agent.at(name)) == 1
     if name == "huge":
         assert len(attempt["responseBody"]) <= 64 << 10  # the log keeps the first 64 KiB
 
 
-async def test_a_cookie_an_agent_sets_is_never_sent_back(system) -> None:  # type: ignore[no-untyped-def]
+async def test_a_cookie_an_agent_sets_is_never_sent_back(system: System) -> None:
     """Deliveries are independent requests: a `Set-Cookie` from one agent's answer must not
     ride along on later deliveries, of that webhook or of another at the same host."""
-    r, token, _, agent = system
 
     async def sets_cookie(_: web.Request, __: Received) -> web.StreamResponse:
         response = web.json_response({})
@@ -183,66 +163,70 @@ async def test_a_cookie_an_agent_sets_is_never_sent_back(system) -> None:  # typ
     def by_name(url: str) -> str:
         return url.replace("127.0.0.1", "localhost")
 
-    first, _ = await create_webhook(r, token, by_name(agent.url_for("a", sets_cookie)))
-    other, _ = await create_webhook(r, token, by_name(agent.url_for("b", status(200, b"{}"))))
+    first, _ = await create_webhook(
+        system, system.admin, by_name(system.agent.url_for("a", sets_cookie))
+    )
+    other, _ = await create_webhook(
+        system, system.admin, by_name(system.agent.url_for("b", status(200, b"{}")))
+    )
     for hook_id in (first, first, other):
-        assert (await finished(r, token, await trigger(r, token, hook_id)))["status"] == "success"
-    seen = [*agent.at("a"), *agent.at("b")]
+        assert (await finished(system, system.admin, await trigger(system, system.admin, hook_id)))[
+            "status"
+        ] == "success"
+    seen = [*system.agent.at("a"), *system.agent.at("b")]
     assert len(seen) == 3
     assert all("cookie" not in {k.lower() for k in got.headers} for got in seen)
 
 
-async def test_timeout_fails_the_attempt(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, agent = system
+async def test_timeout_fails_the_attempt(system: System) -> None:
 
     async def slow(_: web.Request, __: Received) -> web.StreamResponse:
         await asyncio.sleep(3)
         return web.Response(status=200)
 
-    hook_id, _ = await create_webhook(r, token, agent.url_for("slow", slow), timeoutSeconds=1)
-    d = await finished(r, token, await trigger(r, token, hook_id))
+    hook_id, _ = await create_webhook(
+        system, system.admin, system.agent.url_for("slow", slow), timeoutSeconds=1
+    )
+    d = await finished(system, system.admin, await trigger(system, system.admin, hook_id))
     assert d["status"] == "failed" and d["error"] == "timeout after 1 s"
     assert d["responseStatus"] is None
 
 
-async def test_connection_refused_fails_the_attempt(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, _ = system
-    hook_id, _ = await create_webhook(r, token, "http://127.0.0.1:9/nothing-listens")
-    d = await finished(r, token, await trigger(r, token, hook_id))
+async def test_connection_refused_fails_the_attempt(system: System) -> None:
+    hook_id, _ = await create_webhook(system, system.admin, "http://127.0.0.1:9/nothing-listens")
+    d = await finished(system, system.admin, await trigger(system, system.admin, hook_id))
     assert d["status"] == "failed" and d["error"].startswith("connection error")
 
 
-async def test_sync_changes_are_imported_before_success(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, agent = system
+async def test_sync_changes_are_imported_before_success(system: System) -> None:
     answer = {
         "status": "ok",
         "changes": [{"path": "digests/2026-02-09.md", "content": "# Digest", "expected_hash": ""}],
     }
     hook_id, _ = await create_webhook(
-        r, token, agent.url_for("writer", json_answer(answer)), writePatterns=["digests/*"]
+        system,
+        system.admin,
+        system.agent.url_for("writer", json_answer(answer)),
+        writePatterns=["digests/*"],
     )
-    delivery_id = await trigger(r, token, hook_id)
-    d = await finished(r, token, delivery_id)
+    delivery_id = await trigger(system, system.admin, hook_id)
+    d = await finished(system, system.admin, delivery_id)
     assert d["status"] == "success", d
-    types = [
-        e["type"] for e in await events_of(settings.database_url, delivery_stream(delivery_id))
-    ]
+    types = [e["type"] for e in await events_of(system.dsn, delivery_stream(delivery_id))]
     assert types == [
         EventType.DELIVERY_REQUESTED,
         EventType.DELIVERY_CHANGES_RECEIVED,
         EventType.NOTES_IMPORTED,
         EventType.DELIVERY_SUCCEEDED,
     ]
-    [note] = await events_of(settings.database_url, "note-digests/2026-02-09.md")
+    [note] = await events_of(system.dsn, "note-digests/2026-02-09.md")
     assert note["data"]["content_hash"] == content_hash("# Digest")
     assert note["data"]["depth"] == 1 and note["data"]["version"] == 1
 
 
 async def test_rejected_changes_fail_and_retry_with_the_importers_reasons(
-    system,
-    settings: Settings,  # type: ignore[no-untyped-def]
+    system: System,
 ) -> None:
-    r, token, clock, agent = system
     answer = {
         "status": "ok",
         "changes": [
@@ -251,45 +235,46 @@ async def test_rejected_changes_fail_and_retry_with_the_importers_reasons(
         ],
     }
     hook_id, _ = await create_webhook(
-        r,
-        token,
-        agent.url_for("bad-writer", json_answer(answer)),
+        system,
+        system.admin,
+        system.agent.url_for("bad-writer", json_answer(answer)),
         writePatterns=["digests/*"],
         maxRetries=1,
     )
-    delivery_id = await trigger(r, token, hook_id)
-    await eventually(lambda: retry_due(settings.database_url, delivery_id))
-    clock.advance(timedelta(seconds=10))
-    d = await finished(r, token, delivery_id)
+    delivery_id = await trigger(system, system.admin, hook_id)
+    await eventually(lambda: retry_due(system.dsn, delivery_id))
+    system.clock.advance(timedelta(seconds=10))
+    d = await finished(system, system.admin, delivery_id)
     assert d["status"] == "failed" and d["attempt"] == 2
     assert "secret/x.md: path is outside the write patterns" in d["error"]
-    _first, second = agent.at("bad-writer")
+    _first, second = system.agent.at("bad-writer")
     assert second.body["previous_error"].startswith(
         "changes rejected: secret/x.md: path is outside"
     )
 
 
-async def test_retries_back_off_and_keep_the_delivery_id(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
+async def test_retries_back_off_and_keep_the_delivery_id(system: System) -> None:
     answers = iter([status(500, b"try later"), status(503, b"busy"), json_answer({"status": "ok"})])
 
     async def flaky(request: web.Request, entry: Received) -> web.StreamResponse:
         return await next(answers)(request, entry)
 
-    hook_id, secret = await create_webhook(r, token, agent.url_for("flaky", flaky), maxRetries=2)
-    delivery_id = await trigger(r, token, hook_id)
-    t0 = clock.now()
-    assert await eventually(
-        lambda: retry_due(settings.database_url, delivery_id)
-    ) == t0 + timedelta(seconds=10)
-    clock.advance(timedelta(seconds=10))
-    await agent.wait_for(2, name="flaky")
-    second_due = await eventually(lambda: retry_due(settings.database_url, delivery_id))
-    assert second_due == clock.now() + timedelta(seconds=30)
-    clock.advance(timedelta(seconds=30))
-    d = await finished(r, token, delivery_id)
+    hook_id, secret = await create_webhook(
+        system, system.admin, system.agent.url_for("flaky", flaky), maxRetries=2
+    )
+    delivery_id = await trigger(system, system.admin, hook_id)
+    t0 = system.clock.now()
+    assert await eventually(lambda: retry_due(system.dsn, delivery_id)) == t0 + timedelta(
+        seconds=10
+    )
+    system.clock.advance(timedelta(seconds=10))
+    await system.agent.wait_for(2, name="flaky")
+    second_due = await eventually(lambda: retry_due(system.dsn, delivery_id))
+    assert second_due == system.clock.now() + timedelta(seconds=30)
+    system.clock.advance(timedelta(seconds=30))
+    d = await finished(system, system.admin, delivery_id)
     assert d["status"] == "success" and d["attempt"] == 3 and d["trigger"] == "MANUAL"
-    calls = agent.at("flaky")
+    calls = system.agent.at("flaky")
     assert [c.body["attempt"] for c in calls] == [1, 2, 3]
     assert {c.body["id"] for c in calls} == {delivery_id}
     assert [c.body["trigger"] for c in calls] == ["manual", "retry", "retry"]
@@ -303,35 +288,38 @@ async def test_retries_back_off_and_keep_the_delivery_id(system, settings: Setti
     assert [a["responseStatus"] for a in d["attempts"]] == [500, 503, 200]
 
 
-async def test_retry_after_from_the_agent_wins(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
+async def test_retry_after_from_the_agent_wins(system: System) -> None:
     hook_id, _ = await create_webhook(
-        r, token, agent.url_for("later", status(503, headers={"Retry-After": "120"})), maxRetries=1
+        system,
+        system.admin,
+        system.agent.url_for("later", status(503, headers={"Retry-After": "120"})),
+        maxRetries=1,
     )
-    delivery_id = await trigger(r, token, hook_id)
-    due = await eventually(lambda: retry_due(settings.database_url, delivery_id))
-    assert due == clock.now() + timedelta(seconds=120)
-    clock.advance(timedelta(seconds=119))
+    delivery_id = await trigger(system, system.admin, hook_id)
+    due = await eventually(lambda: retry_due(system.dsn, delivery_id))
+    assert due == system.clock.now() + timedelta(seconds=120)
+    system.clock.advance(timedelta(seconds=119))
     await asyncio.sleep(0.3)
-    assert len(agent.at("later")) == 1
-    clock.advance(timedelta(seconds=1))
-    await agent.wait_for(2, name="later")
+    assert len(system.agent.at("later")) == 1
+    system.clock.advance(timedelta(seconds=1))
+    await system.agent.wait_for(2, name="later")
 
 
-async def test_gone_disables_the_webhook(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, agent = system
-    hook_id, _ = await create_webhook(r, token, agent.url_for("gone", status(410)), maxRetries=3)
-    d = await finished(r, token, await trigger(r, token, hook_id))
+async def test_gone_disables_the_webhook(system: System) -> None:
+    hook_id, _ = await create_webhook(
+        system, system.admin, system.agent.url_for("gone", status(410)), maxRetries=3
+    )
+    d = await finished(system, system.admin, await trigger(system, system.admin, hook_id))
     assert d["status"] == "failed" and d["attempt"] == 1  # no retry after 410
 
     async def disabled() -> dict | None:  # type: ignore[type-arg]
-        _, b = await r.graphql(
-            token, f"{{ cronWebhook(id: {hook_id}) {{ enabled disabledReason nextRunAt }} }}"
+        _, b = await system.graphql(
+            system.admin, f"{{ cronWebhook(id: {hook_id}) {{ enabled disabledReason nextRunAt }} }}"
         )
         return b["data"]["cronWebhook"] if b["data"]["cronWebhook"]["disabledReason"] else None
 
     hook = await eventually(disabled)
     assert hook["enabled"] is False and hook["nextRunAt"] is None
     assert "410" in hook["disabledReason"]
-    types = [e["type"] for e in await events_of(settings.database_url, f"webhook-{hook_id}")]
+    types = [e["type"] for e in await events_of(system.dsn, f"webhook-{hook_id}")]
     assert types[-1] == EventType.WEBHOOK_DISABLED

@@ -9,33 +9,19 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import pika
-import pytest
 from aiohttp import web
 
 from cronhooks_common import db, work
-from cronhooks_common.clock import ManualClock, iso
-from cronhooks_common.settings import Settings
+from cronhooks_common.clock import iso
 from cronhooks_common.trust import DROPPED
-from tests.support.agent import Agent, Received
-from tests.support.flows import create_webhook
-from tests.support.inprocess import Running, admin_token, eventually, running
-
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  agent { id } accessToken } }"""
-
-
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, Agent]]:
-    agent = await Agent().start()
-    async with running(settings, ManualClock(datetime.now(UTC))) as r:
-        yield r, await admin_token(settings.database_url), agent
-    await agent.stop()
+from tests.support.agent import Received
+from tests.support.flows import create_agent, create_webhook, provision
+from tests.support.inprocess import eventually
+from tests.support.system import System
 
 
 def envelope(kind: str, stream: str, data: dict[str, Any], **over: Any) -> dict[str, Any]:
@@ -107,54 +93,58 @@ async def snapshot(dsn: str) -> dict[str, Any]:
         return {
             "events": await conn.fetchval("select count(*) from eventstore.events"),
             "notes": await conn.fetchval("select count(*) from importer.notes"),
-            "timers": [dict(r) for r in await conn.fetch(
-                "select timer_key, due_at from scheduler.timers order by timer_key"
-            )],
-            "scheduler_webhooks": [dict(r) for r in await conn.fetch(
-                "select * from scheduler.webhooks order by 1"
-            )],
-            "webhooks": [dict(r) for r in await conn.fetch(
-                "select id, url, instruction, write_patterns, enabled from admin.webhooks"
-            )],
+            "timers": [
+                dict(r)
+                for r in await conn.fetch(
+                    "select timer_key, due_at from scheduler.timers order by timer_key"
+                )
+            ],
+            "scheduler_webhooks": [
+                dict(r) for r in await conn.fetch("select * from scheduler.webhooks order by 1")
+            ],
+            "webhooks": [
+                dict(r)
+                for r in await conn.fetch(
+                    "select id, url, instruction, write_patterns, enabled from admin.webhooks"
+                )
+            ],
             "deliveries": await conn.fetchval("select count(*) from admin.deliveries"),
-            "jobs": [dict(r) for r in await conn.fetch(
-                "select job_id, state from admin.agent_jobs order by job_id"
-            )],
+            "jobs": [
+                dict(r)
+                for r in await conn.fetch(
+                    "select job_id, state from admin.agent_jobs order by job_id"
+                )
+            ],
             "attempts": await conn.fetchval("select count(*) from dispatcher.attempts"),
-            "health": [dict(r) for r in await conn.fetch(
-                "select * from dispatcher.webhook_health order by 1"
-            )],
+            "health": [
+                dict(r)
+                for r in await conn.fetch("select * from dispatcher.webhook_health order by 1")
+            ],
         }
     finally:
         await conn.close()
 
 
 async def test_forged_and_altered_messages_sign_send_and_write_nothing(
-    system, settings: Settings  # type: ignore[no-untyped-def]
+    system: System,
 ) -> None:
-    r, admin, agent = system
     forged_hits: list[Received] = []
 
     async def attacker(_: web.Request, entry: Received) -> web.StreamResponse:
         forged_hits.append(entry)
         return web.json_response({"status": "ok"})
 
-    evil_url = agent.url_for("evil", attacker)
+    evil_url = system.agent.url_for("evil", attacker)
     hook_id, _ = await create_webhook(
-        r, admin, agent.url_for("real", attacker), writePatterns=[], instruction="benign"
+        system,
+        system.admin,
+        system.agent.url_for("real", attacker),
+        writePatterns=[],
+        instruction="benign",
     )
-    _, body = await r.graphql(
-        admin, CREATE_AGENT, {"i": {"instanceId": "victim", "callbackUrl": agent.url}}
-    )
-    agent_id = body["data"]["createAgent"]["agent"]["id"]
-    token = body["data"]["createAgent"]["accessToken"]
-    async with aiohttp.ClientSession() as session, session.post(
-        f"{r.urls['admin-api']}/api/agent-cron/provision",
-        json={"job_id": "j1", "fire_at": "2099-01-01T00:00:00Z"},
-        headers={"Authorization": f"Bearer {token}"},
-    ) as resp:
-        assert resp.status == 200
-    conn = await db.connect(settings.database_url, name="test")
+    token, agent_id = await create_agent(system, system.admin, system.agent.url, "victim")
+    await provision(system, token, job_id="j1", fire_at="2099-01-01T00:00:00Z")
+    conn = await db.connect(system.dsn, name="test")
     try:
         created = await conn.fetchrow(
             "select event_id, data from eventstore.events where stream = $1 and version = 1",
@@ -164,12 +154,12 @@ async def test_forged_and_altered_messages_sign_send_and_write_nothing(
         await conn.close()
 
     async def quiet() -> dict[str, Any] | None:  # everything the real events did has settled
-        snap = await snapshot(settings.database_url)
+        snap = await snapshot(system.dsn)
         return snap if snap["timers"] and snap["webhooks"] and snap["jobs"] else None
 
     await eventually(quiet)
     await asyncio.sleep(0.3)
-    before = await snapshot(settings.database_url)
+    before = await snapshot(system.dsn)
     counted = dropped()
 
     target = {
@@ -183,14 +173,25 @@ async def test_forged_and_altered_messages_sign_send_and_write_nothing(
         "max_retries": 0,
         "concurrency_policy": "ALLOW",
     }
-    evil_config = {**created["data"]["config"], "url": evil_url, "write_patterns": ["*"],
-                   "cron_schedule": "* * * * *"}
+    evil_config = {
+        **created["data"]["config"],
+        "url": evil_url,
+        "write_patterns": ["*"],
+        "cron_schedule": "* * * * *",
+    }
     messages = [
         envelope(
             "delivery.requested",
             "delivery-9001",
-            {"delivery_id": 9001, "webhook_id": hook_id, "attempt": 1, "trigger": "manual",
-             "scheduled_for": None, "missed_count": 0, "target": target},
+            {
+                "delivery_id": 9001,
+                "webhook_id": hook_id,
+                "attempt": 1,
+                "trigger": "manual",
+                "scheduled_for": None,
+                "missed_count": 0,
+                "target": target,
+            },
         ),
         envelope(
             "webhook.updated",
@@ -201,15 +202,28 @@ async def test_forged_and_altered_messages_sign_send_and_write_nothing(
         envelope(
             "trigger.fired",
             f"fire-{uuid.uuid4()}",
-            {"agent_id": agent_id, "job_id": "j1", "generation": 1, "outcome": "delivered",
-             "schedule_id": str(uuid.uuid4())},
+            {
+                "agent_id": agent_id,
+                "job_id": "j1",
+                "generation": 1,
+                "outcome": "delivered",
+                "schedule_id": str(uuid.uuid4()),
+            },
         ),
         envelope(
             "delivery.changes_received",
             "delivery-9002",
-            {"delivery_id": 9002, "webhook_id": hook_id, "attempt": 1, "trigger": "manual",
-             "scheduled_for": None, "depth": 1, "max_depth": 5, "write_patterns": ["*"],
-             "changes": [{"path": "zz-forged/escalated.md", "content": "owned"}]},
+            {
+                "delivery_id": 9002,
+                "webhook_id": hook_id,
+                "attempt": 1,
+                "trigger": "manual",
+                "scheduled_for": None,
+                "depth": 1,
+                "max_depth": 5,
+                "write_patterns": ["*"],
+                "changes": [{"path": "zz-forged/escalated.md", "content": "owned"}],
+            },
         ),
         # A real event id with other data: altered, not news.
         envelope(
@@ -219,14 +233,14 @@ async def test_forged_and_altered_messages_sign_send_and_write_nothing(
             event_id=str(created["event_id"]),
         ),
     ]
-    await asyncio.to_thread(publish_with_pika, settings.amqp_url, messages)
+    await asyncio.to_thread(publish_with_pika, system.settings.amqp_url, messages)
     # A notice naming an event the store does not hold, and one naming a stored event of
     # a type notices do not bring (the webhook's creation): both dropped by the dispatcher.
     notices = [
         json.dumps({"events": [[str(uuid.uuid4()), "delivery-9003"]]}).encode(),
         json.dumps({"events": [[str(created["event_id"]), f"webhook-{hook_id}"]]}).encode(),
     ]
-    await asyncio.to_thread(publish_notices_with_pika, settings.amqp_url, notices)
+    await asyncio.to_thread(publish_notices_with_pika, system.settings.amqp_url, notices)
     # webhook.updated (twice) reaches the scheduler and the dispatcher; changes_received the
     # importer; the notices the dispatcher. delivery.requested (it comes to the dispatcher
     # in notices) and trigger.fired reach no service: admin-api's read models follow the
@@ -235,7 +249,7 @@ async def test_forged_and_altered_messages_sign_send_and_write_nothing(
     await eventually(lambda: _at_least(dropped, counted + expected), timeout=15)
     await asyncio.sleep(0.3)
     assert forged_hits == []
-    after = await snapshot(settings.database_url)
+    after = await snapshot(system.dsn)
     assert after == before
 
 

@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
 import pytest
-from graphql import GraphQLObjectType, GraphQLSchema, default_field_resolver
 
-from cronhooks_admin import app as admin_app
-from cronhooks_common import graphql_limits
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from cronhooks_importer import agent_graphql
-from tests.support.inprocess import Running, admin_token, running
+from tests.support.graphql_spy import Spy
+from tests.support.system import System
 from tests.support.token_api import NOW, OPEN_WEBHOOK, mint, open_webhook
 from tests.support.token_api import agent_graphql as importer_graphql
 
@@ -32,54 +26,13 @@ SMALL = "{ cronWebhooks { id } }"
 STALL = 2.0
 
 
-class Spy:
-    """Counts resolver calls (every field of the schema) and graphql-core validations."""
-
-    def __init__(self) -> None:
-        self.resolved: list[str] = []
-        self.validations = 0
-
-    def wrap_schema(self, build: Callable[[], GraphQLSchema]) -> Callable[[], GraphQLSchema]:
-        def built() -> GraphQLSchema:
-            schema = build()
-            for type_ in schema.type_map.values():
-                if isinstance(type_, GraphQLObjectType) and not type_.name.startswith("__"):
-                    for field in type_.fields.values():
-                        field.resolve = self._counting(field.resolve or default_field_resolver)
-            return schema
-
-        return built
-
-    def _counting(self, resolve: Any) -> Any:
-        def resolver(obj: Any, info: Any, **kwargs: Any) -> Any:
-            self.resolved.append(info.field_name)
-            return resolve(obj, info, **kwargs)
-
-        return resolver
-
-    def reset(self) -> None:
-        self.resolved.clear()
-        self.validations = 0
+pytestmark = pytest.mark.system(services=("admin-api", "importer"), start=NOW)
 
 
-@pytest.fixture
-async def system(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[Running, str, Spy]]:
-    spy = Spy()
-    monkeypatch.setattr(admin_app, "build_schema", spy.wrap_schema(admin_app.build_schema))
-    monkeypatch.setattr(
-        agent_graphql, "build_agent_schema", spy.wrap_schema(agent_graphql.build_agent_schema)
-    )
-    validate = graphql_limits.validate
-
-    def counted_validate(*args: Any, **kwargs: Any) -> Any:
-        spy.validations += 1
-        return validate(*args, **kwargs)
-
-    monkeypatch.setattr(graphql_limits, "validate", counted_validate)
-    async with running(settings, ManualClock(NOW), ("admin-api", "importer")) as r:
-        yield r, await admin_token(settings.database_url), spy
+@pytest.fixture(autouse=True)
+def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
+    """Installed before the services start (autouse: ahead of `system`)."""
+    return Spy.install(monkeypatch)
 
 
 async def post(url: str, token: str, body: bytes | dict[str, Any]) -> tuple[int, Any, float]:
@@ -104,7 +57,7 @@ async def post(url: str, token: str, body: bytes | dict[str, Any]) -> tuple[int,
 
 
 async def with_small_query(
-    r: Running, token: str, attack: Any
+    r: System, token: str, attack: Any
 ) -> tuple[tuple[int, Any, float], float]:
     """Send `attack` and, until it is answered, small queries one after the other; the
     attack's answer and the longest a small query took."""
@@ -130,7 +83,7 @@ def too_complex(answer: Any) -> str:
     return str(error["message"])
 
 
-async def create_webhooks(r: Running, token: str, count: int) -> None:
+async def create_webhooks(r: System, token: str, count: int) -> None:
     fields = " ".join(
         f'c{i}: createCronWebhook(input: {{url: "https://agent.example/{i}",'
         f' cronSchedule: "*/5 * * * *"}}) {{ secret }}'
@@ -141,18 +94,17 @@ async def create_webhooks(r: Running, token: str, count: int) -> None:
 
 
 async def test_the_attacker_requests_are_refused_before_resolvers_and_validation(
-    system: tuple[Running, str, Spy],
+    system: System, spy: Spy
 ) -> None:
-    r, token, spy = system
-    url = f"{r.urls['admin-api']}/graphql"
-    await create_webhooks(r, token, 4)
+    url = f"{system.urls['admin-api']}/graphql"
+    await create_webhooks(system, system.admin, 4)
     spy.reset()
     timings: dict[str, float] = {}
 
     # 100k aliases of agents { id }, as sent (2.2 MB): over the 1 MiB body limit now.
     original = aliases(100_000, " agents { id } ")
     (status, _, timings["100k aliases, 2.2 MB"]), small = await with_small_query(
-        r, token, post(url, token, {"query": original})
+        system, system.admin, post(url, system.admin, {"query": original})
     )
     assert status == 413 and len(original) > 2_000_000
     timings["slowest small query meanwhile (1)"] = small
@@ -161,7 +113,7 @@ async def test_the_attacker_requests_are_refused_before_resolvers_and_validation
     packed = aliases(55_000, "agents{id}")
     assert len(packed) < 1 << 20
     (status, body, timings["55k aliases, 0.9 MB"]), small = await with_small_query(
-        r, token, post(url, token, {"query": packed})
+        system, system.admin, post(url, system.admin, {"query": packed})
     )
     assert status == 400 and "20,000 tokens" in too_complex(body)
     timings["slowest small query meanwhile (2)"] = small
@@ -169,19 +121,19 @@ async def test_the_attacker_requests_are_refused_before_resolvers_and_validation
     # 1,000 aliases of cronWebhooks { nextRuns(count: 100) } (50 KB), 4 webhooks.
     next_runs = aliases(1000, "cronWebhooks{nextRuns(count:100)}")
     (status, body, timings["1,000 × nextRuns(100), 50 KB"]), small = await with_small_query(
-        r, token, post(url, token, {"query": next_runs})
+        system, system.admin, post(url, system.admin, {"query": next_runs})
     )
     assert status == 400 and "10,000 nextRuns values" in too_complex(body)
     timings["slowest small query meanwhile (3)"] = small
 
     # Under the token cap, over the fields: 2,001 fields and aliases.
     status, body, timings["2,001 fields"] = await post(
-        url, token, {"query": aliases(1000, "agents{id}").replace("}", "} extra", 1)}
+        url, system.admin, {"query": aliases(1000, "agents{id}").replace("}", "} extra", 1)}
     )
     assert status == 400 and "2,000 fields and aliases" in too_complex(body)
 
     status, body, timings["16 levels"] = await post(
-        url, token, {"query": "{" + "a{" * 15 + "b" + "}" * 16}
+        url, system.admin, {"query": "{" + "a{" * 15 + "b" + "}" * 16}
     )
     assert status == 400 and "15 levels" in too_complex(body)
 
@@ -192,18 +144,15 @@ async def test_the_attacker_requests_are_refused_before_resolvers_and_validation
     assert all(seconds < STALL for name, seconds in timings.items() if "small" in name)
 
 
-async def test_lists_cannot_multiply_next_runs_past_the_budget(
-    system: tuple[Running, str, Spy],
-) -> None:
-    r, token, spy = system
-    url = f"{r.urls['admin-api']}/graphql"
+async def test_lists_cannot_multiply_next_runs_past_the_budget(system: System, spy: Spy) -> None:
+    url = f"{system.urls['admin-api']}/graphql"
     started = time.perf_counter()
-    await create_webhooks(r, token, 500)
+    await create_webhooks(system, system.admin, 500)
     print(f"\n500 webhooks created in {time.perf_counter() - started:.1f} s")
 
     # 500 × 20 = 10,000 values: within the budget.
     status, body, allowed = await post(
-        url, token, {"query": "{ cronWebhooks { nextRuns(count: 20) } }"}
+        url, system.admin, {"query": "{ cronWebhooks { nextRuns(count: 20) } }"}
     )
     assert status == 200 and "errors" not in body, body
     assert sum(len(w["nextRuns"]) for w in body["data"]["cronWebhooks"]) == 10_000
@@ -211,7 +160,9 @@ async def test_lists_cannot_multiply_next_runs_past_the_budget(
     # 500 × 100: the static check sees 100; the resolvers stop at 10,000 in all.
     spy.reset()
     (status, body, refused), small = await with_small_query(
-        r, token, post(url, token, {"query": "{ cronWebhooks { id nextRuns(count: 100) } }"})
+        system,
+        system.admin,
+        post(url, system.admin, {"query": "{ cronWebhooks { id nextRuns(count: 100) } }"}),
     )
     print(
         f"10,000 values allowed in {allowed:.3f} s; 50,000 refused in {refused:.3f} s;"
@@ -223,20 +174,17 @@ async def test_lists_cannot_multiply_next_runs_past_the_budget(
     assert small < STALL
 
 
-async def test_the_importer_graphql_api_has_the_same_limits(
-    system: tuple[Running, str, Spy], settings: Settings
-) -> None:
-    r, admin, spy = system
-    assert await open_webhook(r, admin) == OPEN_WEBHOOK
-    token = mint(settings)
+async def test_the_importer_graphql_api_has_the_same_limits(system: System, spy: Spy) -> None:
+    assert await open_webhook(system, system.admin) == OPEN_WEBHOOK
+    token = mint(system.settings)
     spy.reset()
     for query, limit in (
         (aliases(1001, "notePaths{path}"), "2,000 fields and aliases"),
         ("{" + "a{" * 15 + "b" + "}" * 16, "15 levels"),
         (aliases(55_000, "note{path}"), "20,000 tokens"),
     ):
-        status, body = await importer_graphql(r, token, query)
+        status, body = await importer_graphql(system, token, query)
         assert status == 400 and limit in too_complex(body), body
     assert spy.resolved == [] and spy.validations == 0
-    status, body = await importer_graphql(r, token, "{ notePaths { path } }")
+    status, body = await importer_graphql(system, token, "{ notePaths { path } }")
     assert status == 200 and body == {"data": {"notePaths": []}}

@@ -8,37 +8,27 @@ Real services in-process, a real agent on loopback."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.support.agent import Agent, Received
+from tests.support.agent import Received
 from tests.support.flows import (
     create_webhook,
+    delivery,
     finished,
     provision_now,
     retry_due,
     trigger,
     trigger_ended,
 )
-from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.inprocess import eventually
+from tests.support.system import System
 
 NESTED_500 = b'{"status":"ok","changes":' + b"[" * 499 + b"]" * 499 + b"}"  # ~1 KB
 HOUR = timedelta(hours=1)
-
-
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    agent = await Agent().start()
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock, agent
-    await agent.stop()
 
 
 def answer(status: int, body: bytes = b"", headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
@@ -48,53 +38,49 @@ def answer(status: int, body: bytes = b"", headers: dict[str, str] | None = None
     return respond
 
 
-DELIVERY = """query($id: Int!) { cronWebhookDelivery(id: $id) {
-  status attempt error nextAttemptAt attempts { attempt errorMessage responseStatus } } }"""
-
-
-async def delivery(r: Running, token: str, delivery_id: int) -> dict[str, Any]:
-    _, body = await r.graphql(token, DELIVERY, {"id": delivery_id})
-    assert "errors" not in body, body
-    return body["data"]["cronWebhookDelivery"]  # type: ignore[no-any-return]
-
-
-async def test_an_answer_nested_500_levels_fails_its_attempt_and_frees_its_group(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, agent = system
+async def test_an_answer_nested_500_levels_fails_its_attempt_and_frees_its_group(
+    system: System,
+) -> None:
     poison, _ = await create_webhook(
-        r, token, agent.url_for("deep", answer(200, NESTED_500)), executionGroup="g"
+        system,
+        system.admin,
+        system.agent.url_for("deep", answer(200, NESTED_500)),
+        executionGroup="g",
     )
     after, _ = await create_webhook(
-        r, token, agent.url_for("fine", answer(200, b'{"status":"ok"}')), executionGroup="g"
+        system,
+        system.admin,
+        system.agent.url_for("fine", answer(200, b'{"status":"ok"}')),
+        executionGroup="g",
     )
-    first = await trigger(r, token, poison)
-    second = await trigger(r, token, after)  # joins the group behind the first
-    failed = await finished(r, token, first)
+    first = await trigger(system, system.admin, poison)
+    second = await trigger(system, system.admin, after)  # joins the group behind the first
+    failed = await finished(system, system.admin, first)
     assert failed["status"] == "failed"
     assert failed["error"] == "answer nested deeper than 64 levels"
     assert [a["errorMessage"] for a in failed["attempts"]] == [
         "answer nested deeper than 64 levels"
     ]
-    assert (await finished(r, token, second))["status"] == "success"
-    assert len(agent.at("fine")) == 1
+    assert (await finished(system, system.admin, second))["status"] == "success"
+    assert len(system.agent.at("fine")) == 1
 
 
-async def test_a_poison_answer_does_not_make_forbid_skip_later_slots(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
+async def test_a_poison_answer_does_not_make_forbid_skip_later_slots(system: System) -> None:
     hook, _ = await create_webhook(
-        r,
-        token,
-        agent.url_for("deep", answer(200, NESTED_500)),
+        system,
+        system.admin,
+        system.agent.url_for("deep", answer(200, NESTED_500)),
         cronSchedule="* * * * *",
         concurrencyPolicy="FORBID",
     )
-    manual = await trigger(r, token, hook)  # holds FORBID's pending row while it runs
-    assert (await finished(r, token, manual))["status"] == "failed"
-    clock.set(clock.now().replace(second=0) + timedelta(minutes=1, seconds=1))
-    await agent.wait_for(2, name="deep")  # the slot went out: not skipped as still pending
+    manual = await trigger(system, system.admin, hook)  # holds FORBID's pending row while it runs
+    assert (await finished(system, system.admin, manual))["status"] == "failed"
+    system.clock.set(system.clock.now().replace(second=0) + timedelta(minutes=1, seconds=1))
+    await system.agent.wait_for(2, name="deep")  # the slot went out: not skipped as still pending
 
     async def slot_outcome() -> str | None:
-        _, body = await r.graphql(
-            token,
+        _, body = await system.graphql(
+            system.admin,
             "query($id: Int!) { cronWebhookDeliveries(cronWebhookId: $id) { trigger status error } }",
             {"id": hook},
         )
@@ -116,15 +102,14 @@ async def test_a_poison_answer_does_not_make_forbid_skip_later_slots(system) -> 
     ],
 )
 async def test_any_retry_after_schedules_a_retry_within_the_hour(
-    system, settings: Settings, header: str, wait: timedelta
-) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
-    url = agent.url_for("busy", answer(503, b"busy", {"Retry-After": header}))
-    hook, _ = await create_webhook(r, token, url, maxRetries=1)
-    delivery_id = await trigger(r, token, hook)
+    system: System, header: str, wait: timedelta
+) -> None:
+    url = system.agent.url_for("busy", answer(503, b"busy", {"Retry-After": header}))
+    hook, _ = await create_webhook(system, system.admin, url, maxRetries=1)
+    delivery_id = await trigger(system, system.admin, hook)
 
     async def waiting() -> dict[str, Any] | None:
-        d = await delivery(r, token, delivery_id)
+        d = await delivery(system, system.admin, delivery_id)
         return d if d["nextAttemptAt"] else None
 
     d = await eventually(waiting)
@@ -133,13 +118,13 @@ async def test_any_retry_after_schedules_a_retry_within_the_hour(
         (503, "HTTP 503: busy")
     ]
     due = datetime.fromisoformat(d["nextAttemptAt"])
-    assert due == clock.now() + wait
-    assert await retry_due(settings.database_url, delivery_id) == due
+    assert due == system.clock.now() + wait
+    assert await retry_due(system.dsn, delivery_id) == due
     # The retry happens when it is due; then nothing is scheduled any more.
-    clock.set(due)
-    await agent.wait_for(2, name="busy")
-    await finished(r, token, delivery_id)
-    done = await delivery(r, token, delivery_id)
+    system.clock.set(due)
+    await system.agent.wait_for(2, name="busy")
+    await finished(system, system.admin, delivery_id)
+    done = await delivery(system, system.admin, delivery_id)
     assert (done["status"], done["attempt"], done["nextAttemptAt"]) == ("failed", 2, None)
 
 
@@ -147,23 +132,22 @@ async def test_any_retry_after_schedules_a_retry_within_the_hour(
     "header", ["999999999999999", "²", "9" * 5000, "Fri, 01 Jan 9999 00:00:00 GMT"]
 )
 async def test_a_fire_answered_with_any_retry_after_is_retried_or_ends_failed(
-    system, header: str
-) -> None:  # type: ignore[no-untyped-def]
+    system: System, header: str
+) -> None:
     """A fire's retry that would start more than 15 minutes after fire_at is not made: the
     trigger leaves `armed` at once, failed, saying why; one within the window is retried."""
-    r, admin, clock, agent = system
-    agent.url_for("cb/api/cron/fire", answer(503, b"", {"Retry-After": header}))
-    callback = f"http://127.0.0.1:{agent.port}/cb"
-    agent_id = await provision_now(r, admin, callback, clock.now().isoformat())
-    await agent.wait_for(1, name="cb/api/cron/fire")
+    system.agent.url_for("cb/api/cron/fire", answer(503, b"", {"Retry-After": header}))
+    callback = f"http://127.0.0.1:{system.agent.port}/cb"
+    agent_id = await provision_now(system, system.admin, callback, system.clock.now().isoformat())
+    await system.agent.wait_for(1, name="cb/api/cron/fire")
 
     if header == "²":  # unreadable: the usual backoff (2 s), well inside the window
         await asyncio.sleep(0.3)
-        assert len(agent.at("cb/api/cron/fire")) == 1
-        clock.advance(timedelta(seconds=2))
-        await agent.wait_for(2, name="cb/api/cron/fire")
+        assert len(system.agent.at("cb/api/cron/fire")) == 1
+        system.clock.advance(timedelta(seconds=2))
+        await system.agent.wait_for(2, name="cb/api/cron/fire")
         return
-    job = await trigger_ended(r, admin, agent_id)
+    job = await trigger_ended(system, system.admin, agent_id)
     assert job["state"] == "failed" and job["lastOutcome"] == "failed"
     assert job["lastError"] == (
         "HTTP 503; not retried: the next attempt would start more than 15 minutes after fire_at"

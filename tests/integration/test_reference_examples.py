@@ -30,6 +30,14 @@ from aiohttp import web
 from cronhooks_common.clock import SystemClock
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
+from tests.support.flows import (
+    create_agent,
+    create_change_webhook,
+    create_webhook,
+    provision,
+    push_notes,
+    trigger,
+)
 from tests.support.inprocess import Running, admin_token, eventually, running
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference"
@@ -146,26 +154,15 @@ def snippets() -> dict[str, Any]:
     return namespace
 
 
-CREATE = """mutation($i: CreateCronWebhookInput!) {
-  createCronWebhook(input: $i) { cronWebhook { id } secret } }"""
-
-
 async def delivered(r: Running, token: str, agent: Agent, **fields: Any) -> tuple[str, Received]:
     """A real delivery of a new webhook with `fields`: (its secret, what the agent got)."""
-    _, body = await r.graphql(
-        token, CREATE, {"i": {"url": agent.url, "cronSchedule": "@yearly", **fields}}
-    )
-    created = body["data"]["createCronWebhook"]
-    webhook_id = created["cronWebhook"]["id"]
-    _, body = await r.graphql(
-        token, f"mutation {{ triggerCronWebhook(webhookId: {webhook_id}) {{ deliveryId }} }}"
-    )
-    delivery_id = body["data"]["triggerCronWebhook"]["deliveryId"]
+    webhook_id, secret = await create_webhook(r, token, agent.url, cronSchedule="@yearly", **fields)
+    delivery_id = await trigger(r, token, webhook_id)
 
     async def arrived() -> Received | None:
         return next((x for x in agent.received if x.body["id"] == delivery_id), None)
 
-    return created["secret"], await eventually(arrived)
+    return secret, await eventually(arrived)
 
 
 def json_example(name: str, marker: str) -> dict[str, Any]:
@@ -173,70 +170,57 @@ def json_example(name: str, marker: str) -> dict[str, Any]:
     return parsed
 
 
-async def test_the_signature_snippets_verify_real_requests(settings: Settings) -> None:
+async def test_the_signature_snippets_verify_real_requests(
+    settings: Settings, agent: Agent
+) -> None:
     code = snippets()
-    agent = await Agent().start()
-    try:
-        async with running(settings, SystemClock(), ("admin-api", "dispatcher", "importer")) as r:
-            token = await admin_token(settings.database_url, "docs")
-            plain = "a plain secret of the admin, 24+ characters"
-            for fields in ({"passApiKey": True}, {"secret": plain}):
-                secret, got = await delivered(r, token, agent, **fields)
-                assert secret.startswith("whsec_") == ("secret" not in fields)
-                assert code["verify_standard"](secret, got.headers, got.raw) == got.body
-                assert code["standard_ok"](secret, got.headers, got.raw)
-                assert code["trip2g_ok"](secret, got.headers, got.raw)
-                forged = got.raw.replace(b'"attempt":1', b'"attempt":2')
-                assert forged != got.raw
-                assert not code["standard_ok"](secret, got.headers, forged)
-                assert not code["trip2g_ok"](secret, got.headers, forged)
-                with pytest.raises(code["WebhookVerificationError"]):
-                    code["verify_standard"](secret, got.headers, forged)
-                other = "whsec_" + "A" * 43 + "=" if secret.startswith("whsec_") else plain + "x"
-                with pytest.raises(code["WebhookVerificationError"]):
-                    code["verify_standard"](other, got.headers, got.raw)
-                assert not code["standard_ok"](other, got.headers, got.raw)
-                assert not code["trip2g_ok"](other, got.headers, got.raw)
-            # The example body of a cron delivery has the keys of a real one (a first
-            # attempt has no previous_error; this one passed an api_token).
-            first = agent.received[0].body
-            shown = json_example("webhooks.md", "### Body of a cron webhook")
-            assert set(shown) - {"previous_error"} == set(first)
-            assert shown["response_schema"] == first["response_schema"]
-            headers = {k.lower() for k in agent.received[0].headers}
-            table = page("webhooks.md").split("## The request")[1].split("###")[0]
-            for line in block_after("webhooks.md", "## The request").splitlines()[1:]:
-                assert line.split(":")[0].lower() in headers, line
-            assert "x-webhook-attempt" in table.lower()
-    finally:
-        await agent.stop()
+    async with running(settings, SystemClock(), ("admin-api", "dispatcher", "importer")) as r:
+        token = await admin_token(settings.database_url, "docs")
+        plain = "a plain secret of the admin, 24+ characters"
+        for fields in ({"passApiKey": True}, {"secret": plain}):
+            secret, got = await delivered(r, token, agent, **fields)
+            assert secret.startswith("whsec_") == ("secret" not in fields)
+            assert code["verify_standard"](secret, got.headers, got.raw) == got.body
+            assert code["standard_ok"](secret, got.headers, got.raw)
+            assert code["trip2g_ok"](secret, got.headers, got.raw)
+            forged = got.raw.replace(b'"attempt":1', b'"attempt":2')
+            assert forged != got.raw
+            assert not code["standard_ok"](secret, got.headers, forged)
+            assert not code["trip2g_ok"](secret, got.headers, forged)
+            with pytest.raises(code["WebhookVerificationError"]):
+                code["verify_standard"](secret, got.headers, forged)
+            other = "whsec_" + "A" * 43 + "=" if secret.startswith("whsec_") else plain + "x"
+            with pytest.raises(code["WebhookVerificationError"]):
+                code["verify_standard"](other, got.headers, got.raw)
+            assert not code["standard_ok"](other, got.headers, got.raw)
+            assert not code["trip2g_ok"](other, got.headers, got.raw)
+        # The example body of a cron delivery has the keys of a real one (a first
+        # attempt has no previous_error; this one passed an api_token).
+        first = agent.received[0].body
+        shown = json_example("webhooks.md", "### Body of a cron webhook")
+        assert set(shown) - {"previous_error"} == set(first)
+        assert shown["response_schema"] == first["response_schema"]
+        headers = {k.lower() for k in agent.received[0].headers}
+        table = page("webhooks.md").split("## The request")[1].split("###")[0]
+        for line in block_after("webhooks.md", "## The request").splitlines()[1:]:
+            assert line.split(":")[0].lower() in headers, line
+        assert "x-webhook-attempt" in table.lower()
 
 
-async def test_the_change_body_example_has_the_keys_of_a_real_one(settings: Settings) -> None:
-    agent = await Agent().start()
-    try:
-        async with running(settings, SystemClock(), ("admin-api", "dispatcher", "importer")) as r:
-            token = await admin_token(settings.database_url, "docs")
-            _, body = await r.graphql(
-                token,
-                """mutation($u: String!) { createChangeWebhook(input: {url: $u,
-                includePatterns: ["blog/*"], instruction: "Check spelling"}) { secret } }""",
-                {"u": agent.url},
-            )
-            assert "errors" not in body, body
-            _, body = await r.graphql(
-                token,
-                """mutation { pushNotes(input: {updates: [{path: "blog/post.md",
-                content: "test"}]}) { ... on PushNotesPayload { notes { version } } } }""",
-            )
-            assert "errors" not in body, body
-            got = await eventually(lambda: _first(agent))
-            shown = json_example("webhooks.md", "### Body of a change webhook")
-            assert set(shown) == set(got.body)
-            assert set(shown["changes"][0]) == set(got.body["changes"][0])
-            assert shown["changes"][0]["content_hash"] == got.body["changes"][0]["content_hash"]
-    finally:
-        await agent.stop()
+async def test_the_change_body_example_has_the_keys_of_a_real_one(
+    settings: Settings, agent: Agent
+) -> None:
+    async with running(settings, SystemClock(), ("admin-api", "dispatcher", "importer")) as r:
+        token = await admin_token(settings.database_url, "docs")
+        await create_change_webhook(
+            r, token, agent.url, includePatterns=["blog/*"], instruction="Check spelling"
+        )
+        await push_notes(r, token, ("blog/post.md", "test"))
+        got = await eventually(lambda: _first(agent))
+        shown = json_example("webhooks.md", "### Body of a change webhook")
+        assert set(shown) == set(got.body)
+        assert set(shown["changes"][0]) == set(got.body["changes"][0])
+        assert shown["changes"][0]["content_hash"] == got.body["changes"][0]["content_hash"]
 
 
 async def _first(agent: Agent) -> Received | None:
@@ -259,23 +243,11 @@ async def test_the_fire_jwt_snippet_verifies_a_real_callback(settings: Settings)
     try:
         async with running(settings, SystemClock()) as r:
             token = await admin_token(settings.database_url, "docs")
-            _, body = await r.graphql(
-                token,
-                """mutation($u: String!) { createAgent(input: {instanceId: "hermes-1",
-                callbackUrl: $u}) { accessToken } }""",
-                {"u": callback},
+            access, _ = await create_agent(r, token, callback, "hermes-1")
+            answer = await provision(
+                r, access, job_id="daily-digest", fire_at="2026-02-09T09:00:00+01:00"
             )
-            access = body["data"]["createAgent"]["accessToken"]
-            async with (
-                aiohttp.ClientSession() as session,
-                session.post(
-                    f"{r.urls['admin-api']}/api/agent-cron/provision",
-                    json={"job_id": "daily-digest", "fire_at": "2026-02-09T09:00:00+01:00"},
-                    headers={"Authorization": f"Bearer {access}"},
-                ) as resp,
-            ):
-                assert resp.status == 200, await resp.text()
-                assert set(await resp.json()) == {"schedule_id"}
+            assert set(answer) == {"schedule_id"}
             await eventually(lambda: _some(fires))
             [code] = [c for c in blocks("agent-api.md", "python") if "PyJWKClient" in c]
             code = code.replace(

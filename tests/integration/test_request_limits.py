@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,15 +16,14 @@ from urllib.parse import urlsplit
 import pytest
 
 from cronhooks_common import http_limits
-from cronhooks_common.clock import ManualClock
 from cronhooks_common.http_limits import (
     AGENT_CRON_BODY_BYTES,
     GRAPHQL_BODY_BYTES,
     TOKEN_API_BODY_BYTES,
 )
-from cronhooks_common.settings import Settings
-from tests.support.inprocess import Running, admin_token, running
-from tests.support.token_api import NOW, OPEN_WEBHOOK, mint, open_webhook
+from tests.support.flows import create_agent
+from tests.support.system import System
+from tests.support.token_api import NOW, OPEN_WEBHOOK, mint
 
 TIMEOUT = 1.0
 
@@ -43,40 +41,34 @@ class Endpoint:
         return f"{self.service} POST {self.path}"
 
 
-@pytest.fixture
-async def system(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[Running, list[Endpoint]]]:
+pytestmark = pytest.mark.system(services=("admin-api", "importer"), start=NOW, open_webhook=True)
+
+
+@pytest.fixture(autouse=True)
+def short_client_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set before the services start (autouse: ahead of `system`)."""
     monkeypatch.setattr(http_limits, "CLIENT_TIMEOUT_SECONDS", TIMEOUT)
-    async with running(settings, ManualClock(NOW), ("admin-api", "importer")) as r:
-        admin = await admin_token(settings.database_url)
-        assert await open_webhook(r, admin) == OPEN_WEBHOOK
-        _, created = await r.graphql(
-            admin,
-            "mutation($i: CreateAgentInput!) { createAgent(input: $i) { accessToken } }",
-            {"i": {"instanceId": "limits", "callbackUrl": "http://127.0.0.1:9/agent"}},
-        )
-        agent = created["data"]["createAgent"]["accessToken"]
-        api = mint(settings)
-        query = {"query": "{ __typename }"}
-        yield (
-            r,
-            [
-                Endpoint("admin-api", "/graphql", admin, GRAPHQL_BODY_BYTES, query, True),
-                Endpoint(
-                    "admin-api",
-                    "/api/agent-cron/cancel",
-                    agent,
-                    AGENT_CRON_BODY_BYTES,
-                    {"job_id": "j"},
-                    False,
-                ),
-                Endpoint(
-                    "importer", "/api/notes", api, TOKEN_API_BODY_BYTES, {"changes": []}, False
-                ),
-                Endpoint("importer", "/graphql", api, TOKEN_API_BODY_BYTES, query, True),
-            ],
-        )
+
+
+@pytest.fixture
+async def endpoints(system: System) -> list[Endpoint]:
+    """Every endpoint that reads a body, with a token it takes."""
+    agent, _ = await create_agent(system, system.admin, "http://127.0.0.1:9/agent", "limits")
+    api = mint(system.settings)
+    query = {"query": "{ __typename }"}
+    return [
+        Endpoint("admin-api", "/graphql", system.admin, GRAPHQL_BODY_BYTES, query, True),
+        Endpoint(
+            "admin-api",
+            "/api/agent-cron/cancel",
+            agent,
+            AGENT_CRON_BODY_BYTES,
+            {"job_id": "j"},
+            False,
+        ),
+        Endpoint("importer", "/api/notes", api, TOKEN_API_BODY_BYTES, {"changes": []}, False),
+        Endpoint("importer", "/graphql", api, TOKEN_API_BODY_BYTES, query, True),
+    ]
 
 
 @dataclass
@@ -89,8 +81,10 @@ class Answer:
         return json.loads(self.body)
 
 
-async def connect(r: Running, service: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    url = urlsplit(r.urls[service])
+async def connect(
+    system: System, service: str
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    url = urlsplit(system.urls[service])
     return await asyncio.open_connection(url.hostname, url.port)
 
 
@@ -126,8 +120,8 @@ def chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
-async def send(r: Running, endpoint: Endpoint, raw: bytes) -> Answer:
-    reader, writer = await connect(r, endpoint.service)
+async def send(system: System, endpoint: Endpoint, raw: bytes) -> Answer:
+    reader, writer = await connect(system, endpoint.service)
     try:
         writer.write(raw)
         await writer.drain()
@@ -146,22 +140,21 @@ def assert_refused(endpoint: Endpoint, got: Answer, status: int, code: str) -> N
 
 
 async def test_bodies_up_to_the_limit_pass_and_one_byte_more_is_413(
-    system: tuple[Running, list[Endpoint]],
+    system: System, endpoints: list[Endpoint]
 ) -> None:
-    r, endpoints = system
     for endpoint in endpoints:
         exact = padded(endpoint.body, endpoint.limit)
-        got = await send(r, endpoint, head(endpoint, f"Content-Length: {len(exact)}") + exact)
+        got = await send(system, endpoint, head(endpoint, f"Content-Length: {len(exact)}") + exact)
         assert got.status == 200, (str(endpoint), got)
 
         over = padded(endpoint.body, endpoint.limit + 1)
-        got = await send(r, endpoint, head(endpoint, f"Content-Length: {len(over)}") + over)
+        got = await send(system, endpoint, head(endpoint, f"Content-Length: {len(over)}") + over)
         assert_refused(endpoint, got, 413, "PAYLOAD_TOO_LARGE")
 
         # Chunked, so no Content-Length to go by: the bytes are counted as they come.
         chunks = b"".join(chunk(over[i : i + 50_000]) for i in range(0, len(over), 50_000))
         got = await send(
-            r, endpoint, head(endpoint, "Transfer-Encoding: chunked") + chunks + b"0\r\n\r\n"
+            system, endpoint, head(endpoint, "Transfer-Encoding: chunked") + chunks + b"0\r\n\r\n"
         )
         assert_refused(endpoint, got, 413, "PAYLOAD_TOO_LARGE")
 
@@ -175,11 +168,10 @@ async def endless_chunks(writer: asyncio.StreamWriter, endpoint: Endpoint, sent:
 
 
 async def test_an_endless_chunked_body_is_refused_without_reading_to_its_end(
-    system: tuple[Running, list[Endpoint]],
+    system: System, endpoints: list[Endpoint]
 ) -> None:
-    r, endpoints = system
     for endpoint in endpoints:
-        reader, writer = await connect(r, endpoint.service)
+        reader, writer = await connect(system, endpoint.service)
         sent = [0]
         streaming = asyncio.create_task(endless_chunks(writer, endpoint, sent))
         try:
@@ -193,11 +185,10 @@ async def test_an_endless_chunked_body_is_refused_without_reading_to_its_end(
 
 
 async def test_headers_not_received_in_time_are_answered_408_and_closed(
-    system: tuple[Running, list[Endpoint]],
+    system: System,
 ) -> None:
-    r, _ = system
     for service in ("admin-api", "importer"):
-        reader, writer = await connect(r, service)
+        reader, writer = await connect(system, service)
         started = time.perf_counter()
         writer.write(b"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and no more
         got = await answer(reader)
@@ -210,10 +201,9 @@ async def test_headers_not_received_in_time_are_answered_408_and_closed(
 
 
 async def test_an_idle_connection_is_closed_without_an_answer(
-    system: tuple[Running, list[Endpoint]],
+    system: System,
 ) -> None:
-    r, _ = system
-    reader, writer = await connect(r, "admin-api")
+    reader, writer = await connect(system, "admin-api")
     started = time.perf_counter()
     assert await asyncio.wait_for(reader.read(), 5) == b""  # nothing was asked: no 408
     writer.close()
@@ -221,15 +211,14 @@ async def test_an_idle_connection_is_closed_without_an_answer(
 
 
 async def test_a_body_not_received_in_time_is_408_on_every_endpoint(
-    system: tuple[Running, list[Endpoint]],
+    system: System, endpoints: list[Endpoint]
 ) -> None:
-    r, endpoints = system
     for endpoint in endpoints:
         for framing, first in (
             ("Content-Length: 100", b'{"query": '),
             ("Transfer-Encoding: chunked", chunk(b'{"query": ')),
         ):
-            reader, writer = await connect(r, endpoint.service)
+            reader, writer = await connect(system, endpoint.service)
             started = time.perf_counter()
             writer.write(head(endpoint, framing) + first)  # then the client stalls
             got = await answer(reader)
@@ -240,14 +229,13 @@ async def test_a_body_not_received_in_time_is_408_on_every_endpoint(
 
 
 async def test_a_slow_client_does_not_hold_up_the_others(
-    system: tuple[Running, list[Endpoint]],
+    system: System, endpoints: list[Endpoint]
 ) -> None:
-    r, endpoints = system
     graphql = endpoints[0]
-    reader, writer = await connect(r, graphql.service)
+    reader, writer = await connect(system, graphql.service)
     writer.write(head(graphql, "Content-Length: 100") + b"{")  # stalls
     started = time.perf_counter()
-    status, body = await r.graphql(graphql.token, "{ cronWebhooks { id } }")
+    status, body = await system.graphql(graphql.token, "{ cronWebhooks { id } }")
     assert status == 200 and body["data"]["cronWebhooks"] == [{"id": OPEN_WEBHOOK}]
     assert time.perf_counter() - started < TIMEOUT  # answered while the other still waits
     assert (await answer(reader)).status == 408

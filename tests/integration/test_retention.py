@@ -4,9 +4,6 @@ unfinished delivery holds its bucket, 0 keeps forever, GraphQL works on pruned d
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,16 +21,17 @@ from cronhooks_common.settings import Settings
 from cronhooks_common.tail import START
 from cronhooks_scheduler.day_partitions import day_name, midnight
 from cronhooks_scheduler.retention import RetentionJob
-from tests.integration.test_admin_rebuild import TABLES, quiet, snapshot
 from tests.support.agent import Agent, Received
 from tests.support.flows import (
-    DELIVERY,
     create_webhook,
     finished,
     retry_due,
     trigger,
 )
+from tests.support.graphql import DELIVERY
 from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.projections import TABLES, quiet, rebuild, snapshot
+from tests.support.system import System
 
 DAY = timedelta(days=1)
 NEVER_HERE = "0 0 29 2 *"  # no slot fires while these tests move the clock a month or so
@@ -157,59 +155,43 @@ async def test_old_deliveries_leave_every_table_and_a_rebuild_equals_what_is_kep
         assert [d["id"] for d in body["data"]["cronWebhookDeliveries"]] == [kept]
         await quiet(settings.database_url, vhost)
         live = await snapshot(settings.database_url)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cronhooks_cli.cli",
-        "projections",
-        "rebuild",
-        env={**os.environ, **settings.to_env()},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
+    await rebuild(settings)
     rebuilt = await snapshot(settings.database_url)
     for table in TABLES:
         assert rebuilt[table] == live[table], table
 
 
-async def test_attempt_bodies_are_dropped_after_seven_days(
-    settings: Settings, agent: Agent
-) -> None:
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    async with running(settings, clock) as r:
-        token = await admin_token(settings.database_url)
-        hook, _ = await create_webhook(
-            r, token, agent.url_for("ok", lambda *_: _ok()), cronSchedule=NEVER_HERE
-        )
-        old = await trigger(r, token, hook)
-        await finished(r, token, old)
-        await _a_day_later(r, clock, settings.database_url, old)
-        young = await trigger(r, token, hook)
-        await finished(r, token, young)
-        # The old delivery's bucket closed when the young one's opened: 7 days after
-        # that, its attempt logs go.
-        clock.advance(timedelta(days=7, minutes=1))
-        r.services["scheduler"].retention.poke()
+async def test_attempt_bodies_are_dropped_after_seven_days(system: System, agent: Agent) -> None:
+    hook, _ = await create_webhook(
+        system, system.admin, agent.url_for("ok", lambda *_: _ok()), cronSchedule=NEVER_HERE
+    )
+    old = await trigger(system, system.admin, hook)
+    await finished(system, system.admin, old)
+    await _a_day_later(system, system.clock, system.dsn, old)
+    young = await trigger(system, system.admin, hook)
+    await finished(system, system.admin, young)
+    # The old delivery's bucket closed when the young one's opened: 7 days after
+    # that, its attempt logs go.
+    system.clock.advance(timedelta(days=7, minutes=1))
+    system.services["scheduler"].retention.poke()
 
-        async def attempt(delivery_id: int) -> dict[str, Any]:
-            _, body = await r.graphql(token, ATTEMPTS, {"id": delivery_id})
-            return body["data"]["cronWebhookDelivery"]["attempts"][0]  # type: ignore[no-any-return]
+    async def attempt(delivery_id: int) -> dict[str, Any]:
+        _, body = await system.graphql(system.admin, ATTEMPTS, {"id": delivery_id})
+        return body["data"]["cronWebhookDelivery"]["attempts"][0]  # type: ignore[no-any-return]
 
-        async def expired() -> dict[str, Any] | None:
-            got = await attempt(old)
-            return got if got["logsExpired"] else None
+    async def expired() -> dict[str, Any] | None:
+        got = await attempt(old)
+        return got if got["logsExpired"] else None
 
-        gone = await eventually(expired, timeout=15)
-        assert (gone["requestBody"], gone["responseBody"]) == (None, None)
-        assert gone["responseStatus"] == 200  # the attempt row stays
-        kept = await attempt(young)
-        assert kept["requestBody"] and kept["logsExpired"] is False
-        # The web page's own query of the history still answers on pruned data.
-        async with aiohttp.ClientSession() as session:
-            page = await session.get(f"{r.urls['admin-api']}/")
-            assert page.status == 200
+    gone = await eventually(expired, timeout=15)
+    assert (gone["requestBody"], gone["responseBody"]) == (None, None)
+    assert gone["responseStatus"] == 200  # the attempt row stays
+    kept = await attempt(young)
+    assert kept["requestBody"] and kept["logsExpired"] is False
+    # The web page's own query of the history still answers on pruned data.
+    async with aiohttp.ClientSession() as session:
+        page = await session.get(f"{system.urls['admin-api']}/")
+        assert page.status == 200
 
 
 async def test_zero_keeps_forever(settings: Settings, agent: Agent) -> None:
@@ -228,16 +210,19 @@ async def test_zero_keeps_forever(settings: Settings, agent: Agent) -> None:
         assert (await _rows_of(settings.database_url, old))["eventstore.events"] == 2
 
 
-async def test_an_unfinished_delivery_holds_its_bucket(pool: asyncpg.Pool) -> None:
+async def a_closed_bucket_of_one_delivery(
+    pool: asyncpg.Pool, event_type: str
+) -> tuple[RetentionJob, int]:
+    """A retention job whose bucket 1 holds one delivery, of one event of that type, and
+    closed 40 days ago; and the delivery's id."""
     clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
     job = RetentionJob(pool=pool, clock=clock, delivery_retention_days=30)
     async with pool.acquire() as conn, conn.transaction():
         first = await conn.fetchval("select nextval('eventstore.delivery_ids')")
-        # A delivery whose last event is no outcome (still retrying, say).
         await eventstore.append(
             conn,
             f"delivery-{first}",
-            [NewEvent("test.requested", {"delivery_id": first})],
+            [NewEvent(event_type, {"delivery_id": first})],
             expected_version=0,
             causation=Causation.new(),
             occurred_at=clock.now(),
@@ -246,6 +231,12 @@ async def test_an_unfinished_delivery_holds_its_bucket(pool: asyncpg.Pool) -> No
     clock.advance(DAY + timedelta(minutes=1))
     await job.step()  # bucket 1 closes: new ids go to the next one
     clock.advance(timedelta(days=40))
+    return job, first
+
+
+async def test_an_unfinished_delivery_holds_its_bucket(pool: asyncpg.Pool) -> None:
+    # A delivery whose last event is no outcome (still retrying, say).
+    job, first = await a_closed_bucket_of_one_delivery(pool, "test.requested")
     with structlog.testing.capture_logs() as logs:
         assert await job.step() == []
     held = [x for x in logs if x["event"] == "retention_bucket_held"]
@@ -256,22 +247,7 @@ async def test_an_unfinished_delivery_holds_its_bucket(pool: asyncpg.Pool) -> No
 
 async def test_a_bucket_waits_for_the_projector(pool: asyncpg.Pool) -> None:
     """A reader that has not read a bucket's last event holds it (a long-down admin-api)."""
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
-    job = RetentionJob(pool=pool, clock=clock, delivery_retention_days=30)
-    async with pool.acquire() as conn, conn.transaction():
-        first = await conn.fetchval("select nextval('eventstore.delivery_ids')")
-        await eventstore.append(
-            conn,
-            f"delivery-{first}",
-            [NewEvent("delivery.skipped", {"delivery_id": first})],
-            expected_version=0,
-            causation=Causation.new(),
-            occurred_at=clock.now(),
-        )
-    await job.step()
-    clock.advance(DAY + timedelta(minutes=1))
-    await job.step()
-    clock.advance(timedelta(days=40))
+    job, _ = await a_closed_bucket_of_one_delivery(pool, "delivery.skipped")
     with structlog.testing.capture_logs() as logs:
         assert await job.step() == []
     held = [x for x in logs if x["event"] == "retention_bucket_held"]

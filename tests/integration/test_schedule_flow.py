@@ -4,7 +4,6 @@ GraphQL create → scheduler timer → slot fires → dispatcher POSTs → deliv
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -13,45 +12,26 @@ from standardwebhooks.webhooks import Webhook
 
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.events import EventType
-from cronhooks_common.settings import Settings
 from cronhooks_scheduler.firing import fire_due
 from cronhooks_scheduler.loop import SchedulerLoop
-from tests.support.agent import Agent
-from tests.support.inprocess import Running, admin_token, eventually, running, window_start
+from tests.support.flows import cron_due
+from tests.support.graphql import CREATE_WEBHOOK
+from tests.support.inprocess import eventually, window_start
+from tests.support.seeds import scheduler_config
+from tests.support.system import System
 
-CREATE = """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
-  secret cronWebhook { id nextRunAt } } }"""
-
-
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
-    clock = ManualClock(window_start())
-    agent = await Agent().start()
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock, agent
-    await agent.stop()
+pytestmark = pytest.mark.system(start=window_start)
 
 
-async def timer_due(dsn: str, webhook_id: int) -> datetime | None:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetchval(
-            "select due_at from scheduler.timers where timer_key = $1", f"cron:{webhook_id}"
-        )
-    finally:
-        await conn.close()
-
-
-async def test_scheduled_slot_reaches_the_agent_signed(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
-    t0 = clock.now()
+async def test_scheduled_slot_reaches_the_agent_signed(system: System) -> None:
+    t0 = system.clock.now()
     slot = t0 + timedelta(minutes=2, seconds=30)
-    _, body = await r.graphql(
-        token,
-        CREATE,
+    _, body = await system.graphql(
+        system.admin,
+        CREATE_WEBHOOK,
         {
             "input": {
-                "url": agent.url,
+                "url": system.agent.url,
                 "cronSchedule": "*/5 * * * *",
                 "instruction": "Write the digest",
             }
@@ -62,13 +42,13 @@ async def test_scheduled_slot_reaches_the_agent_signed(system, settings: Setting
     assert created["cronWebhook"]["nextRunAt"] == slot.isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"
     )
-    assert await eventually(lambda: timer_due(settings.database_url, hook_id)) == slot
+    assert await eventually(lambda: cron_due(system.dsn, hook_id)) == slot
 
-    clock.advance(timedelta(seconds=149))
+    system.clock.advance(timedelta(seconds=149))
     await asyncio.sleep(0.3)
-    assert agent.received == []  # one second early: nothing yet
-    clock.set(slot + timedelta(milliseconds=5))
-    [got] = await agent.wait_for(1)
+    assert system.agent.received == []  # one second early: nothing yet
+    system.clock.set(slot + timedelta(milliseconds=5))
+    [got] = await system.agent.wait_for(1)
 
     payload = Webhook(created["secret"]).verify(got.raw, got.headers)
     assert payload["trigger"] == "schedule"
@@ -83,8 +63,8 @@ async def test_scheduled_slot_reaches_the_agent_signed(system, settings: Setting
     assert got.headers["User-Agent"] == "cronhooks/1.0"
 
     async def delivered() -> dict | None:  # type: ignore[type-arg]
-        _, b = await r.graphql(
-            token,
+        _, b = await system.graphql(
+            system.admin,
             f"""{{ cronWebhookDeliveries(cronWebhookId: {hook_id}) {{
             id status trigger scheduledFor responseStatus attempts {{ attempt responseStatus }} }}
             cronWebhook(id: {hook_id}) {{ nextRunAt lastDeliveryStatus }} }}""",
@@ -103,41 +83,31 @@ async def test_scheduled_slot_reaches_the_agent_signed(system, settings: Setting
         "+00:00", "Z"
     )
     assert data["cronWebhook"]["lastDeliveryStatus"] == "success"
-    assert await timer_due(settings.database_url, hook_id) == next_slot
+    assert await cron_due(system.dsn, hook_id) == next_slot
 
 
-async def test_trigger_fires_now_and_keeps_next_run(system) -> None:  # type: ignore[no-untyped-def]
-    r, token, _, agent = system
-    _, body = await r.graphql(
-        token, CREATE, {"input": {"url": agent.url, "cronSchedule": "0 0 1 1 *"}}
+async def test_trigger_fires_now_and_keeps_next_run(system: System) -> None:
+    _, body = await system.graphql(
+        system.admin,
+        CREATE_WEBHOOK,
+        {"input": {"url": system.agent.url, "cronSchedule": "0 0 1 1 *"}},
     )
     hook = body["data"]["createCronWebhook"]["cronWebhook"]
-    _, body = await r.graphql(
-        token, f"mutation {{ triggerCronWebhook(webhookId: {hook['id']}) {{ deliveryId }} }}"
+    _, body = await system.graphql(
+        system.admin, f"mutation {{ triggerCronWebhook(webhookId: {hook['id']}) {{ deliveryId }} }}"
     )
     delivery_id = body["data"]["triggerCronWebhook"]["deliveryId"]
-    [got] = await agent.wait_for(1)
+    [got] = await system.agent.wait_for(1)
     assert got.body["id"] == delivery_id
     assert got.body["trigger"] == "manual" and got.body["scheduled_for"] is None
-    _, body = await r.graphql(token, f"{{ cronWebhook(id: {hook['id']}) {{ nextRunAt }} }}")
+    _, body = await system.graphql(
+        system.admin, f"{{ cronWebhook(id: {hook['id']}) {{ nextRunAt }} }}"
+    )
     assert body["data"]["cronWebhook"]["nextRunAt"] == hook["nextRunAt"]
 
 
 async def _seed_due_timers(pool: asyncpg.Pool, count: int, due: datetime) -> None:
-    config = {
-        "cron_schedule": "* * * * *",
-        "timezone": "UTC",
-        "enabled": True,
-        "misfire_grace_seconds": 60,
-        "url": "http://agent/",
-        "instruction": "",
-        "timeout_seconds": 5,
-        "pass_api_key": False,
-        "read_patterns": ["*"],
-        "write_patterns": [],
-        "max_depth": 1,
-        "max_retries": 0,
-    }
+    config = scheduler_config()
     await pool.execute(
         """insert into scheduler.webhooks (webhook_id, stream_version, config)
            select g, 1, $2::jsonb from generate_series(1, $1) g""",

@@ -4,113 +4,97 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
-import asyncpg
 import pytest
 
-from cronhooks_common.clock import ManualClock, iso
-from cronhooks_common.settings import Settings
+from cronhooks_common.clock import iso
 from tests.support.agent import Agent
-from tests.support.inprocess import Running, admin_token, eventually, running, window_start
+from tests.support.flows import cron_due
+from tests.support.graphql import CREATE_WEBHOOK, UPDATE_WEBHOOK
+from tests.support.inprocess import Running, eventually, window_start
+from tests.support.system import System
 
-CREATE = """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
-  cronWebhook { id nextRunAt } } }"""
-UPDATE = """mutation($input: UpdateCronWebhookInput!) { updateCronWebhook(input: $input) {
-  cronWebhook { id nextRunAt enabled } } }"""
-
-
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str, ManualClock, Agent]]:
-    clock = ManualClock(window_start())
-    agent = await Agent().start()
-    async with running(settings, clock) as r:
-        yield r, await admin_token(settings.database_url), clock, agent
-    await agent.stop()
-
-
-async def timer(dsn: str, webhook_id: int) -> datetime | None:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetchval(
-            "select due_at from scheduler.timers where timer_key = $1", f"cron:{webhook_id}"
-        )
-    finally:
-        await conn.close()
+pytestmark = pytest.mark.system(start=window_start)
 
 
 async def timer_becomes(dsn: str, webhook_id: int, expected: datetime | None) -> None:
     async def check() -> bool:
-        return await timer(dsn, webhook_id) == expected
+        return await cron_due(dsn, webhook_id) == expected
 
     await eventually(check)
 
 
 async def create(r: Running, token: str, url: str, **fields: object) -> dict:  # type: ignore[type-arg]
     _, body = await r.graphql(
-        token, CREATE, {"input": {"url": url, "cronSchedule": "*/5 * * * *", **fields}}
+        token, CREATE_WEBHOOK, {"input": {"url": url, "cronSchedule": "*/5 * * * *", **fields}}
     )
     return body["data"]["createCronWebhook"]["cronWebhook"]  # type: ignore[no-any-return]
 
 
-async def test_update_pause_resume_delete_take_effect_at_once(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, agent = system
-    dsn = settings.database_url
-    t0 = clock.now()
-    hook = await create(r, token, agent.url)
+async def test_update_pause_resume_delete_take_effect_at_once(system: System) -> None:
+    dsn = system.dsn
+    t0 = system.clock.now()
+    hook = await create(system, system.admin, system.agent.url)
     first = t0 + timedelta(minutes=2, seconds=30)
     await timer_becomes(dsn, hook["id"], first)
 
     # Reschedule: the timer moves without a restart or a tick.
-    _, body = await r.graphql(
-        token, UPDATE, {"input": {"id": hook["id"], "cronSchedule": "0 * * * *"}}
+    _, body = await system.graphql(
+        system.admin, UPDATE_WEBHOOK, {"input": {"id": hook["id"], "cronSchedule": "0 * * * *"}}
     )
     top_of_hour = t0.replace(minute=0, second=0) + timedelta(hours=1)
     assert body["data"]["updateCronWebhook"]["cronWebhook"]["nextRunAt"] == iso(top_of_hour)
     await timer_becomes(dsn, hook["id"], top_of_hour)
 
     # A bad schedule changes nothing.
-    _, body = await r.graphql(
-        token, UPDATE, {"input": {"id": hook["id"], "cronSchedule": "0 25 * * *"}}
+    _, body = await system.graphql(
+        system.admin, UPDATE_WEBHOOK, {"input": {"id": hook["id"], "cronSchedule": "0 25 * * *"}}
     )
     assert body["errors"][0]["extensions"]["field"] == "cronSchedule"
-    assert await timer(dsn, hook["id"]) == top_of_hour
+    assert await cron_due(dsn, hook["id"]) == top_of_hour
 
     # Pause removes the timer; time passes the slot; nothing fires.
-    await r.graphql(token, UPDATE, {"input": {"id": hook["id"], "enabled": False}})
+    await system.graphql(
+        system.admin, UPDATE_WEBHOOK, {"input": {"id": hook["id"], "enabled": False}}
+    )
     await timer_becomes(dsn, hook["id"], None)
-    clock.set(top_of_hour + timedelta(minutes=3))
+    system.clock.set(top_of_hour + timedelta(minutes=3))
     await asyncio.sleep(0.3)
-    assert agent.received == []
+    assert system.agent.received == []
 
     # Resume waits for the next slot: no catch-up of the slot missed while paused.
-    _, body = await r.graphql(token, UPDATE, {"input": {"id": hook["id"], "enabled": True}})
+    _, body = await system.graphql(
+        system.admin, UPDATE_WEBHOOK, {"input": {"id": hook["id"], "enabled": True}}
+    )
     following = top_of_hour + timedelta(hours=1)
     assert body["data"]["updateCronWebhook"]["cronWebhook"]["nextRunAt"] == iso(following)
     await timer_becomes(dsn, hook["id"], following)
     await asyncio.sleep(0.3)
-    assert agent.received == []
+    assert system.agent.received == []
 
     # Delete removes it.
-    await r.graphql(token, f"mutation {{ deleteCronWebhook(id: {hook['id']}) {{ id }} }}")
+    await system.graphql(
+        system.admin, f"mutation {{ deleteCronWebhook(id: {hook['id']}) {{ id }} }}"
+    )
     await timer_becomes(dsn, hook["id"], None)
-    clock.set(following + timedelta(seconds=1))
+    system.clock.set(following + timedelta(seconds=1))
     await asyncio.sleep(0.3)
-    assert agent.received == []
+    assert system.agent.received == []
 
 
-async def test_catch_up_policies_after_an_outage(system, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    r, token, clock, _ = system
+async def test_catch_up_policies_after_an_outage(system: System) -> None:
     agents = {p: await Agent().start() for p in ("LATEST_ONCE", "SKIP", "ALL")}
     try:
-        hooks = {p: await create(r, token, a.url, catchUpPolicy=p) for p, a in agents.items()}
-        first = clock.now() + timedelta(minutes=2, seconds=30)
+        hooks = {
+            p: await create(system, system.admin, a.url, catchUpPolicy=p) for p, a in agents.items()
+        }
+        first = system.clock.now() + timedelta(minutes=2, seconds=30)
         for hook in hooks.values():
-            await timer_becomes(settings.database_url, hook["id"], first)
+            await timer_becomes(system.dsn, hook["id"], first)
         # Everything was "down" for an hour: the clock jumps past 13 slots, the last one
         # 2 minutes late (beyond the 60 s grace), so all 13 are missed.
-        clock.set(first + timedelta(hours=1, minutes=2))
+        system.clock.set(first + timedelta(hours=1, minutes=2))
         missed = [first + timedelta(minutes=5 * i) for i in range(13)]
 
         [latest] = await agents["LATEST_ONCE"].wait_for(1)
@@ -125,8 +109,8 @@ async def test_catch_up_policies_after_an_outage(system, settings: Settings) -> 
         assert {g.body["missed_count"] for g in all_got} == {0}
 
         async def skip_recorded() -> list[dict] | None:  # type: ignore[type-arg]
-            _, body = await r.graphql(
-                token,
+            _, body = await system.graphql(
+                system.admin,
                 f"""{{ cronWebhookDeliveries(cronWebhookId:
                 {hooks["SKIP"]["id"]}) {{ status scheduledFor error }} }}""",
             )
@@ -142,9 +126,7 @@ async def test_catch_up_policies_after_an_outage(system, settings: Settings) -> 
         assert len(agents["ALL"].received) == 13
         # Every timer is back on schedule at the next slot after the outage.
         for hook in hooks.values():
-            assert await timer(settings.database_url, hook["id"]) == missed[-1] + timedelta(
-                minutes=5
-            )
+            assert await cron_due(system.dsn, hook["id"]) == missed[-1] + timedelta(minutes=5)
     finally:
         for agent in agents.values():
             await agent.stop()

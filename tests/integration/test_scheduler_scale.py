@@ -11,23 +11,10 @@ import asyncpg
 
 from cronhooks_scheduler.firing import fire_due
 from cronhooks_scheduler.queries import CLAIM, EARLIEST_TIMER
+from tests.support.seeds import scheduler_config
 
 NOW = datetime(2026, 2, 9, 9, 0, tzinfo=UTC)
-CONFIG = {
-    "cron_schedule": "0 9 * * *",
-    "timezone": "UTC",
-    "enabled": True,
-    "misfire_grace_seconds": 60,
-    "catch_up_policy": "LATEST_ONCE",
-    "url": "http://a/",
-    "instruction": "",
-    "timeout_seconds": 5,
-    "pass_api_key": False,
-    "read_patterns": ["*"],
-    "write_patterns": [],
-    "max_depth": 1,
-    "max_retries": 0,
-}
+CONFIG = scheduler_config(cron_schedule="0 9 * * *", catch_up_policy="LATEST_ONCE", url="http://a/")
 
 
 async def seed(pool: asyncpg.Pool, registered: int, due: int) -> None:

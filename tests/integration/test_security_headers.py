@@ -5,15 +5,12 @@ origin; every file they load is served by admin-api, with the same headers."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from html.parser import HTMLParser
 
 import aiohttp
 import pytest
 
-from cronhooks_common.clock import ManualClock
-from cronhooks_common.settings import Settings
-from tests.support.inprocess import running
+from tests.support.system import System
 
 PAGES = ("/", "/graphql")
 HEADERS = {
@@ -51,13 +48,13 @@ class Page(HTMLParser):
             self.inline.append(data[:80])
 
 
+pytestmark = pytest.mark.system(services=("admin-api",))
+
+
 @pytest.fixture
-async def site(settings: Settings) -> AsyncIterator[tuple[str, aiohttp.ClientSession]]:
-    async with (
-        running(settings, ManualClock(datetime.now(UTC)), ("admin-api",)) as r,
-        aiohttp.ClientSession() as session,
-    ):
-        yield r.urls["admin-api"], session
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
 
 
 def csp_directives(policy: str) -> dict[str, list[str]]:
@@ -67,9 +64,9 @@ def csp_directives(policy: str) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("path", PAGES)
 async def test_the_pages_send_the_security_headers(
-    site: tuple[str, aiohttp.ClientSession], path: str
+    system: System, session: aiohttp.ClientSession, path: str
 ) -> None:
-    base, session = site
+    base = system.urls["admin-api"]
     async with session.get(base + path) as resp:
         assert resp.status == 200 and resp.content_type == "text/html"
         for name, value in HEADERS.items():
@@ -82,9 +79,9 @@ async def test_the_pages_send_the_security_headers(
 
 @pytest.mark.parametrize("path", PAGES)
 async def test_the_pages_hold_nothing_inline_and_load_only_from_this_origin(
-    site: tuple[str, aiohttp.ClientSession], path: str
+    system: System, session: aiohttp.ClientSession, path: str
 ) -> None:
-    base, session = site
+    base = system.urls["admin-api"]
     async with session.get(base + path) as resp:
         page = Page()
         page.feed(await resp.text())
@@ -107,8 +104,8 @@ async def test_the_pages_hold_nothing_inline_and_load_only_from_this_origin(
     "path", ["/static/nothing.js", "/static/../app.py", "/static/%2e%2e/app.py", "/static/"]
 )
 async def test_only_the_static_files_are_served(
-    site: tuple[str, aiohttp.ClientSession], path: str
+    system: System, session: aiohttp.ClientSession, path: str
 ) -> None:
-    base, session = site
+    base = system.urls["admin-api"]
     async with session.get(base + path) as resp:
         assert resp.status == 404

@@ -6,7 +6,6 @@ a real loopback agent shows that nothing reached it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,8 +18,10 @@ from cronhooks_common.settings import Settings
 from cronhooks_common.targets import connector_kwargs
 from cronhooks_dispatcher import sender
 from tests.support.agent import Agent
-from tests.support.flows import create_webhook, finished, trigger
+from tests.support.flows import agent_cron, create_webhook, finished, trigger
+from tests.support.graphql import CREATE_AGENT, CREATE_WEBHOOK
 from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.system import System
 
 # Each one is a private address in a spelling the resolver accepts, with what it means.
 ODD_LITERALS = [
@@ -39,11 +40,6 @@ ODD_LITERALS = [
     ("１２７.0.0.1", "127.0.0.1 is a loopback address"),
 ]
 
-CREATE_WEBHOOK = """mutation($i: CreateCronWebhookInput!) { createCronWebhook(input: $i)
-  { cronWebhook { id } } }"""
-CREATE_AGENT = """mutation($i: CreateAgentInput!) { createAgent(input: $i) {
-  accessToken agent { id } } }"""
-
 
 def now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
@@ -53,10 +49,7 @@ def strict(settings: Settings) -> Settings:
     return dataclasses.replace(settings, allow_private_targets=False)
 
 
-@pytest.fixture
-async def system(settings: Settings) -> AsyncIterator[tuple[Running, str]]:
-    async with running(strict(settings), ManualClock(now())) as r:
-        yield r, await admin_token(settings.database_url)
+pytestmark = pytest.mark.system(settings={"allow_private_targets": False})
 
 
 def refusal(body: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -67,60 +60,58 @@ def refusal(body: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
 @pytest.mark.parametrize(("host", "meaning"), ODD_LITERALS)
 async def test_create_paths_refuse_the_literal_naming_their_field(
-    system: tuple[Running, str], host: str, meaning: str
+    system: System, host: str, meaning: str
 ) -> None:
-    r, admin = system
     url = f"http://{host}:8080/hook"
-    _, body = await r.graphql(
-        admin, CREATE_WEBHOOK, {"i": {"url": url, "cronSchedule": "* * * * *"}}
+    _, body = await system.graphql(
+        system.admin, CREATE_WEBHOOK, {"input": {"url": url, "cronSchedule": "* * * * *"}}
     )
     extensions, message = refusal(body)
     assert extensions == {"code": "BAD_USER_INPUT", "field": "url"}
     assert meaning in message and "private targets are not allowed" in message
 
-    _, body = await r.graphql(admin, CREATE_AGENT, {"i": {"instanceId": "a", "callbackUrl": url}})
+    _, body = await system.graphql(
+        system.admin, CREATE_AGENT, {"input": {"instanceId": "a", "callbackUrl": url}}
+    )
     extensions, message = refusal(body)
     assert extensions == {"code": "BAD_USER_INPUT", "field": "callbackUrl"}
     assert meaning in message
 
     # An agent with a public callback cannot provision a fire to the literal either.
-    _, body = await r.graphql(
-        admin, CREATE_AGENT, {"i": {"instanceId": "b", "callbackUrl": "https://agent.example"}}
+    _, body = await system.graphql(
+        system.admin,
+        CREATE_AGENT,
+        {"input": {"instanceId": "b", "callbackUrl": "https://agent.example"}},
     )
     token = body["data"]["createAgent"]["accessToken"]
-    status, answer = await provision(r, token, {"job_id": "j", "agent_callback_url": url})
+    status, answer = await provision(system, token, {"job_id": "j", "agent_callback_url": url})
     assert status == 400 and answer["field"] == "agent_callback_url"
     assert meaning in answer["error"]
 
 
 async def test_public_literals_count_only_in_the_plain_spelling(
-    system: tuple[Running, str],
+    system: System,
 ) -> None:
-    r, admin = system
-    _, body = await r.graphql(
-        admin, CREATE_WEBHOOK, {"i": {"url": "http://8.8.8.8/", "cronSchedule": "* * * * *"}}
+    _, body = await system.graphql(
+        system.admin,
+        CREATE_WEBHOOK,
+        {"input": {"url": "http://8.8.8.8/", "cronSchedule": "* * * * *"}},
     )
     assert "errors" not in body, body
     # 134744072 is 8.8.8.8 too; refused with the spelling to use (see targets.py for why).
-    _, body = await r.graphql(
-        admin, CREATE_WEBHOOK, {"i": {"url": "http://134744072/", "cronSchedule": "* * * * *"}}
+    _, body = await system.graphql(
+        system.admin,
+        CREATE_WEBHOOK,
+        {"input": {"url": "http://134744072/", "cronSchedule": "* * * * *"}},
     )
     extensions, message = refusal(body)
     assert extensions == {"code": "BAD_USER_INPUT", "field": "url"}
     assert "134744072 is a non-canonical spelling of 8.8.8.8 (write 8.8.8.8)" in message
 
 
-async def provision(r: Running, token: str, fields: dict[str, Any]) -> tuple[int, Any]:
+async def provision(r: Running | System, token: str, fields: dict[str, Any]) -> tuple[int, Any]:
     body = {"fire_at": (now() + timedelta(hours=1)).isoformat(), **fields}
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{r.urls['admin-api']}/api/agent-cron/provision",
-            json=body,
-            headers={"Authorization": f"Bearer {token}"},
-        ) as resp,
-    ):
-        return resp.status, await resp.json(content_type=None)
+    return await agent_cron(r, token, "POST", "provision", body)
 
 
 async def test_stored_webhooks_to_odd_literals_are_blocked_at_send_time(
@@ -162,7 +153,7 @@ async def test_a_stored_agent_callback_to_an_odd_literal_is_blocked_at_fire_time
             _, body = await r.graphql(
                 admin,
                 CREATE_AGENT,
-                {"i": {"instanceId": "i", "callbackUrl": f"http://0x7f000001:{agent.port}"}},
+                {"input": {"instanceId": "i", "callbackUrl": f"http://0x7f000001:{agent.port}"}},
             )
             token = body["data"]["createAgent"]["accessToken"]
             status, _ = await provision(r, token, {"job_id": "j", "fire_at": fire_at.isoformat()})
@@ -189,22 +180,20 @@ async def first_fire_error(dsn: str) -> str | None:
 
 
 @pytest.mark.parametrize(("host", "meaning"), ODD_LITERALS)
-async def test_the_sender_blocks_the_literal_before_connecting(host: str, meaning: str) -> None:
-    agent = await Agent().start()
-    try:
-        async with aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(**connector_kwargs(False))
-        ) as http:
-            result = await sender.post(
-                http,
-                f"http://{host}:{agent.port}/hook",
-                body=b"{}",
-                headers={},
-                timeout_seconds=2,
-                allow_private=False,
-            )
-        assert result.status is None and result.error is not None
-        assert result.error.startswith(f"blocked: {meaning}"), result.error
-        assert agent.received == []
-    finally:
-        await agent.stop()
+async def test_the_sender_blocks_the_literal_before_connecting(
+    host: str, meaning: str, agent: Agent
+) -> None:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(**connector_kwargs(False))
+    ) as http:
+        result = await sender.post(
+            http,
+            f"http://{host}:{agent.port}/hook",
+            body=b"{}",
+            headers={},
+            timeout_seconds=2,
+            allow_private=False,
+        )
+    assert result.status is None and result.error is not None
+    assert result.error.startswith(f"blocked: {meaning}"), result.error
+    assert agent.received == []

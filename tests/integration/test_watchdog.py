@@ -20,6 +20,7 @@ from tests.support import rabbit
 from tests.support.agent import Agent
 from tests.support.flows import create_webhook, finished, trigger
 from tests.support.inprocess import Running, admin_token, eventually, running
+from tests.support.system import System
 
 NO_DISPATCHER = ("admin-api", "importer", "scheduler")
 
@@ -158,40 +159,38 @@ async def _queued(dsn: str, delivery_id: int) -> bool:
 
 
 async def test_a_retry_whose_timer_was_lost_is_abandoned_after_its_retry_at(
-    settings: Settings, clock: ManualClock, agent: Agent
+    system: System, agent: Agent
 ) -> None:
     from aiohttp import web
 
     async def busy(_: web.Request, __: Any) -> web.StreamResponse:
         return web.Response(status=503)
 
-    async with running(settings, clock) as r:
-        token = await admin_token(settings.database_url)
-        hook, _ = await create_webhook(
-            r, token, agent.url_for("busy", busy), maxRetries=3, timeoutSeconds=5
-        )
-        delivery_id = await trigger(r, token, hook)
+    hook, _ = await create_webhook(
+        system, system.admin, agent.url_for("busy", busy), maxRetries=3, timeoutSeconds=5
+    )
+    delivery_id = await trigger(system, system.admin, hook)
 
-        async def retry_timer() -> datetime | None:
-            conn = await asyncpg.connect(settings.database_url)
-            try:
-                due: datetime | None = await conn.fetchval(
-                    "delete from scheduler.timers where timer_key = $1 returning due_at",
-                    f"retry:{delivery_id}",
-                )
-                return due
-            finally:
-                await conn.close()
+    async def retry_timer() -> datetime | None:
+        conn = await asyncpg.connect(system.dsn)
+        try:
+            due: datetime | None = await conn.fetchval(
+                "delete from scheduler.timers where timer_key = $1 returning due_at",
+                f"retry:{delivery_id}",
+            )
+            return due
+        finally:
+            await conn.close()
 
-        retry_at = await eventually(retry_timer)  # made, then lost
-        assert retry_at == clock.now() + timedelta(seconds=10)
-        clock.set(retry_at + timedelta(seconds=64))
-        r.services["scheduler"].watchdog.wake()
-        await eventually(lambda: _is(watched(settings.database_url), 1))
-        assert (await status_of(r, token, delivery_id))["status"] == "pending"
-        clock.set(retry_at + timedelta(seconds=65))
-        done = await finished(r, token, delivery_id)
-        assert (done["status"], done["error"], done["attempt"]) == ("failed", "abandoned", 1)
+    retry_at = await eventually(retry_timer)  # made, then lost
+    assert retry_at == system.clock.now() + timedelta(seconds=10)
+    system.clock.set(retry_at + timedelta(seconds=64))
+    system.services["scheduler"].watchdog.wake()
+    await eventually(lambda: _is(watched(system.dsn), 1))
+    assert (await status_of(system, system.admin, delivery_id))["status"] == "pending"
+    system.clock.set(retry_at + timedelta(seconds=65))
+    done = await finished(system, system.admin, delivery_id)
+    assert (done["status"], done["error"], done["attempt"]) == ("failed", "abandoned", 1)
 
 
 async def test_replicas_abandon_each_delivery_once(

@@ -14,10 +14,8 @@ import asyncpg
 from aiohttp import web
 
 from tests.support.agent import Agent, Received
+from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.processes import Cluster
-
-CREATE = """mutation($i: CreateCronWebhookInput!) {
-  createCronWebhook(input: $i) { cronWebhook { id } } }"""
 
 
 @dataclass
@@ -78,15 +76,15 @@ class SlowAgent:
 
 
 async def admin(c: Cluster) -> str:
-    return (await c.cli("admin", "create-token", "--name", "lanes")).split()[-1]
+    return await c.admin_token("lanes")
 
 
 async def create(c: Cluster, token: str, url: str, **fields: Any) -> int:
     body = await c.graphql(
         token,
-        CREATE,
+        CREATE_WEBHOOK,
         {
-            "i": {
+            "input": {
                 "url": url,
                 "cronSchedule": "* * * * *",
                 "catchUpPolicy": "ALL",

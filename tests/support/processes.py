@@ -8,7 +8,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,33 @@ def with_free_ports(settings: Settings) -> dict[str, str]:
     return env
 
 
+async def cli(
+    settings: Settings | Mapping[str, str], *args: str, timeout: float | None = None
+) -> tuple[int, str, str]:
+    """`cronhooks ARGS` in a process of its own, the settings in its environment: its exit
+    code, what it printed and what it logged."""
+    env = settings.to_env() if isinstance(settings, Settings) else settings
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cronhooks_cli.cli",
+        *args,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def cli_ok(settings: Settings | Mapping[str, str], *args: str) -> str:
+    """What `cronhooks ARGS` printed; it must succeed."""
+    code, out, err = await cli(settings, *args)
+    assert code == 0, err
+    return out
+
+
 @dataclass
 class Cluster:
     env: dict[str, str]
@@ -47,18 +74,7 @@ class Cluster:
         return f"http://127.0.0.1:{self.env[f'CRONHOOKS_{key}_PORT']}"
 
     async def cli(self, *args: str) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "cronhooks_cli.cli",
-            *args,
-            env={**os.environ, **self.env},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await proc.communicate()
-        assert proc.returncode == 0, err.decode()
-        return out.decode()
+        return await cli_ok(self.env, *args)
 
     async def start(
         self, service: str, *, name: str | None = None, env: dict[str, str] | None = None
@@ -79,6 +95,10 @@ class Cluster:
             stdout=log,
             stderr=log,
         )
+
+    async def admin_token(self, name: str = "test") -> str:
+        """A new admin token, made as an operator makes one (`cronhooks admin create-token`)."""
+        return (await self.cli("admin", "create-token", "--name", name)).strip().splitlines()[-1]
 
     async def graphql(
         self, token: str, query: str, variables: dict[str, Any] | None = None

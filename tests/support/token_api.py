@@ -4,26 +4,29 @@ the importer's REST routes and GraphQL endpoint."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from cronhooks_common.settings import Settings
 from cronhooks_common.tokens import ApiTokens
+from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.inprocess import Running
+
+if TYPE_CHECKING:
+    from tests.support.system import System
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 # The id `open_webhook` gets in a fresh database: tokens minted here are its deliveries'.
 OPEN_WEBHOOK = 1
 
 
-async def open_webhook(r: Running, admin: str) -> int:
+async def open_webhook(r: Running | System, admin: str) -> int:
     """A live webhook that lets its tokens read and write everything, as deep as 5: tokens
     follow their webhook's state, so the tokens these tests mint need one."""
     status, body = await r.graphql(
         admin,
-        """mutation($input: CreateCronWebhookInput!) { createCronWebhook(input: $input) {
-        cronWebhook { id } } }""",
+        CREATE_WEBHOOK,
         {
             "input": {
                 "url": "https://agent.example/hook",
@@ -68,7 +71,7 @@ def mint(
 
 
 async def call(
-    r: Running,
+    r: Running | System,
     method: str,
     path: str,
     token: str | None = None,
@@ -94,14 +97,12 @@ async def call(
             return resp.status, text
 
 
-async def push(r: Running, token: str, *changes: dict[str, Any]) -> tuple[int, Any]:
+async def push(r: Running | System, token: str, *changes: dict[str, Any]) -> tuple[int, Any]:
     return await call(r, "POST", "/api/notes", token, {"changes": list(changes)})
 
 
 async def agent_graphql(
-    r: Running, token: str | None, query: str, variables: dict[str, Any] | None = None
+    r: Running | System, token: str | None, query: str, variables: dict[str, Any] | None = None
 ) -> tuple[int, Any]:
     """POST {api_url}/graphql on the importer with the api_token as Bearer."""
-    return await call(
-        r, "POST", "/graphql", token, {"query": query, "variables": variables or {}}
-    )
+    return await call(r, "POST", "/graphql", token, {"query": query, "variables": variables or {}})
