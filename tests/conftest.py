@@ -28,7 +28,7 @@ from cronhooks_common.events import Event
 from cronhooks_common.migrate import migrate
 from cronhooks_common.relay import OutboxRelay
 from cronhooks_common.settings import Settings
-from tests.support import asyncapi, rabbit
+from tests.support import asyncapi, event_samples, rabbit
 from tests.support.agent import Agent
 from tests.support.system import System, marked_options, start_system
 
@@ -115,6 +115,7 @@ async def _check_events_against_asyncapi(dsn: str) -> None:
         if not event.type.startswith(TEST_EVENT_PREFIXES):
             asyncapi.validate(event.to_json())
             _check_event_class(event)
+            event_samples.record(event)
 
 
 def _check_event_class(event: Event) -> None:

@@ -1,7 +1,8 @@
 """The typed events (cronhooks_common.events): one frozen class per event type, the same
 fields as docs/asyncapi.yaml, and exactly the data the services produced before the
-classes existed (tests/unit/data/event_samples.jsonl: one sample of every shape of every
-type, recorded from the whole suite's events before the change)."""
+classes existed (tests/unit/data/event_samples.jsonl: one sample of every shape — which keys,
+nested, with which JSON types — of every type, recorded from the events of the integration,
+fuzz and browser suites at the commit before the change; long strings cut to 200 characters: tests/support/event_samples.py)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,10 @@ def test_nested_structures_match_the_document(
     else:
         documented, _ = asyncapi.schema_fields(schema)
     assert set(cls.__struct_fields__) == documented
+
+
+def test_samples_cover_every_event_type() -> None:
+    assert {s["type"] for s in _samples()} == {t.value for t in EventType}
 
 
 @pytest.mark.parametrize("sample", _samples(), ids=lambda s: s["type"])
