@@ -10,7 +10,8 @@ poison event left waiting (the importer's verdict, the scheduler's retries).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -19,7 +20,7 @@ from cronhooks_common import eventstore
 from cronhooks_common.buckets import Router
 from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import PoisonHandler, claim_event
-from cronhooks_common.events import Causation, Event, NewEvent, storable
+from cronhooks_common.events import Causation, Event, NewEvent, Payload, storable
 
 ABANDONED = "abandoned"
 _WHAT = 300  # characters of the exception kept
@@ -37,6 +38,19 @@ def internal_error(exc: BaseException) -> str:
 # What ends a poison event: the event to append after it on its stream, or None when the
 # event leaves nothing waiting (its message is then dead-lettered).
 Ending = Callable[[Event, Exception], NewEvent | None]
+
+
+class Endings:
+    """An `Ending` by table, as `Handlers` routes handling: event class -> (its typed data,
+    the error) -> the data of the event that ends what it started. An event of another
+    type leaves nothing waiting (None)."""
+
+    def __init__(self, table: Mapping[type[Payload], Callable[[Any, Exception], Payload]]) -> None:
+        self._by_type = {cls.TYPE: end for cls, end in table.items()}
+
+    def __call__(self, event: Event, error: Exception) -> NewEvent | None:
+        end = self._by_type.get(event.type)
+        return None if end is None else NewEvent.of(end(event.payload, error))
 
 
 def poison_ender(

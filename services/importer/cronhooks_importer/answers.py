@@ -15,9 +15,7 @@ attempt ends instead of waiting behind a dead letter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 import structlog
@@ -31,9 +29,10 @@ from cronhooks_common.events import (
     Event,
     ImportFields,
     NewEvent,
-    Payload,
+    NotesImported,
+    NotesRejected,
 )
-from cronhooks_common.faults import internal_error, poison_ender
+from cronhooks_common.faults import Endings, internal_error, poison_ender
 from cronhooks_common.handlers import Handlers
 from cronhooks_importer.imports import BATCHES, import_changes, verdict
 from cronhooks_importer.rules import ChangeError
@@ -103,26 +102,12 @@ async def import_answer(ctx: Importing, event: Event, answer: DeliveryChangesRec
 HANDLERS = Handlers[Importing]({DeliveryChangesReceived: import_answer})
 
 
-def reject_by_fault(event: Event, answer: DeliveryChangesReceived, error: Exception) -> NewEvent:
+def reject_by_fault(
+    answer: DeliveryChangesReceived, error: Exception
+) -> NotesImported | NotesRejected:
     """An import that keeps failing is rejected with `internal error: …`, so the dispatcher
     ends its attempt."""
-    return NewEvent.of(verdict(attempt_of(answer), [], [ChangeError("", internal_error(error))]))
-
-
-# ending(event, its typed data, the error): the event that ends what a poison event left.
-Ending = Callable[[Event, Any, Exception], NewEvent]
-
-
-class Endings:
-    """What ends a poison event, by its class (as `Handlers` routes handling); an event of
-    another type leaves nothing waiting (None: it is dead-lettered)."""
-
-    def __init__(self, table: Mapping[type[Payload], Ending]) -> None:
-        self._by_type = {cls.TYPE: ending for cls, ending in table.items()}
-
-    def __call__(self, event: Event, error: Exception) -> NewEvent | None:
-        ending = self._by_type.get(event.type)
-        return None if ending is None else ending(event, event.payload, error)
+    return verdict(attempt_of(answer), [], [ChangeError("", internal_error(error))])
 
 
 ENDINGS = Endings({DeliveryChangesReceived: reject_by_fault})

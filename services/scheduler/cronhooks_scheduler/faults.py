@@ -3,7 +3,7 @@
 The consumer calls `end_by_fault` for an event it could not handle however often it tried,
 before it would dead-letter the message. The scheduler's events that leave something
 waiting on it are failed attempts: without their retry timer a delivery (or a fire) would
-wait for nothing. So `ENDINGS` says, by event type, what ends it: the delivery fails for
+wait for nothing. So `ending` says, by event class, what ends it: the delivery fails for
 good (`delivery.failed`, `internal error: …`; the dispatcher releases its lanes when it
 sees it) and the fire ends failed (`trigger.fired`), appended after the event on its
 stream, once (inbox). Any other type is left to the dead-letter queue: nothing waits on
@@ -13,9 +13,6 @@ watchdog's).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import asyncpg
 
 from cronhooks_common.clock import Clock
@@ -23,14 +20,11 @@ from cronhooks_common.consumer import PoisonHandler
 from cronhooks_common.events import (
     DeliveryAttemptFailed,
     DeliveryFailed,
-    Event,
     FireFields,
-    NewEvent,
-    Payload,
     TriggerAttemptFailed,
     TriggerFired,
 )
-from cronhooks_common.faults import internal_error, poison_ender
+from cronhooks_common.faults import Endings, internal_error, poison_ender
 
 INBOX = "scheduler.inbox"
 
@@ -56,19 +50,8 @@ def _fire_fails(failed: TriggerAttemptFailed, error: Exception) -> TriggerFired:
     )
 
 
-# event class -> (its data, the error) -> the data of the event that ends what it started.
-_ENDS: dict[type[Payload], Callable[[Any, Exception], Payload]] = {
-    DeliveryAttemptFailed: _delivery_fails,
-    TriggerAttemptFailed: _fire_fails,
-}
-ENDINGS = {cls.TYPE: end for cls, end in _ENDS.items()}
-
-
-def ending(event: Event, error: Exception) -> NewEvent | None:
-    """The event that ends what `event` left waiting on a timer that was never made, or
-    None if nothing waits on it. Pure."""
-    end = ENDINGS.get(event.type)
-    return None if end is None else NewEvent.of(end(event.payload, error))
+# The event that ends what an event left waiting on a timer that was never made.
+ending = Endings({DeliveryAttemptFailed: _delivery_fails, TriggerAttemptFailed: _fire_fails})
 
 
 def make_fault_ender(pool: asyncpg.Pool, clock: Clock) -> PoisonHandler:
