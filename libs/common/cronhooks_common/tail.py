@@ -22,16 +22,19 @@ buckets' partitions nor scans past their events.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import asyncpg
 import structlog
 
+from cronhooks_common import db
 from cronhooks_common.clock import wait_set
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import Event
 from cronhooks_common.eventstore import _COLUMNS, event_from_row, probe_sql
+from cronhooks_common.relay import NOTIFY_CHANNEL
 
 log = structlog.get_logger(__name__)
 
@@ -180,3 +183,45 @@ async def follow(
             continue
         wake.clear()
         await wait_set(wake, poll_seconds)  # not wait_for: a stop's cancel must end it
+
+
+class TailLoop:
+    """A tail reader's life: `step` run by `follow`, woken by the outbox NOTIFY (relay.py)
+    at every append and by the poll otherwise, from `start` until `stop`."""
+
+    def __init__(
+        self,
+        step: Callable[[], Awaitable[tuple[int, bool]]],
+        dsn: str,
+        *,
+        name: str,
+        poll_seconds: float,
+        full: int | None,
+        unavailable: str,
+    ) -> None:
+        self.wake = asyncio.Event()  # set it to read at once
+        self._step = step
+        self._dsn = dsn
+        self._name = name
+        self._poll_seconds = poll_seconds
+        self._full = full
+        self._unavailable = unavailable
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        listen = db.wake_on_notify(self._dsn, NOTIFY_CHANNEL, self.wake, name=self._name)
+        run = follow(
+            self._step,
+            self.wake,
+            poll_seconds=self._poll_seconds,
+            full=self._full,
+            unavailable=self._unavailable,
+        )
+        self._tasks = [asyncio.create_task(listen), asyncio.create_task(run)]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

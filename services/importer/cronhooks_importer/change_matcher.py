@@ -18,21 +18,16 @@ before matching.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 import asyncpg
 import msgspec
 import structlog
 
-from cronhooks_common import db
 from cronhooks_common.clock import Clock
 from cronhooks_common.events import WebhookConfig
-from cronhooks_common.relay import NOTIFY_CHANNEL
 from cronhooks_common.tail import (
     KEPT_EVENTS,
     Checkpoint,
-    follow,
+    TailLoop,
     held_back,
     read_rest_of,
     scan_after,
@@ -58,35 +53,25 @@ class ChangeMatcher:
         poll_seconds: float = 1.0,
     ) -> None:
         self._pool = pool
-        self._dsn = dsn
         self._clock = clock
         self._batch_size = batch_size
-        self._poll_seconds = poll_seconds
-        self._wake = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._loop = TailLoop(
+            self.step,
+            dsn,
+            name="change-matcher",
+            poll_seconds=poll_seconds,
+            full=batch_size,
+            unavailable="change_matcher_database_unavailable",
+        )
         # The index as of `_index_at`; None: load it from importer.change_webhooks.
         self._index: ChangeIndex | None = None
         self._index_at: Checkpoint | None = None
 
     async def start(self) -> None:
-        listen = db.wake_on_notify(self._dsn, NOTIFY_CHANNEL, self._wake, name="change-matcher")
-        self._tasks = [asyncio.create_task(listen), asyncio.create_task(self._run())]
+        await self._loop.start()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _run(self) -> None:
-        await follow(
-            self.step,
-            self._wake,
-            poll_seconds=self._poll_seconds,
-            full=self._batch_size,
-            unavailable="change_matcher_database_unavailable",
-        )
+        await self._loop.stop()
 
     async def step(self) -> tuple[int, bool]:
         """Match one batch of committed events; (events scanned, whether committed events

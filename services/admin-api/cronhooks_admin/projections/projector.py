@@ -15,7 +15,6 @@ committed events wait behind a transaction that is still running.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import asyncpg
 import structlog
@@ -24,9 +23,7 @@ from prometheus_client import Counter
 from cronhooks_admin.projections import queries as sql
 from cronhooks_admin.projections.apply import apply_batch
 from cronhooks_admin.projections.live_tail import LiveTail
-from cronhooks_common import db
-from cronhooks_common.relay import NOTIFY_CHANNEL
-from cronhooks_common.tail import Checkpoint, follow
+from cronhooks_common.tail import Checkpoint, TailLoop
 
 log = structlog.get_logger(__name__)
 
@@ -51,31 +48,21 @@ class Projector:
     ) -> None:
         self._pool = pool
         self._tail = LiveTail()  # the partitions that can still take events, not all
-        self._dsn = dsn
         self._batch_size = batch_size
-        self._poll_seconds = poll_seconds
-        self._wake = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def start(self) -> None:
-        listen = db.wake_on_notify(self._dsn, NOTIFY_CHANNEL, self._wake, name="admin-projector")
-        self._tasks = [asyncio.create_task(listen), asyncio.create_task(self._run())]
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _run(self) -> None:
-        await follow(
+        self._loop = TailLoop(
             self.step,
-            self._wake,
-            poll_seconds=self._poll_seconds,
-            full=self._batch_size,
+            dsn,
+            name="admin-projector",
+            poll_seconds=poll_seconds,
+            full=batch_size,
             unavailable="projector_database_unavailable",
         )
+
+    async def start(self) -> None:
+        await self._loop.start()
+
+    async def stop(self) -> None:
+        await self._loop.stop()
 
     async def caught_up(self, timeout: float = CATCH_UP_SECONDS) -> bool:
         """Wait until every event committed before this call is projected: read-your-writes
@@ -87,7 +74,7 @@ class Projector:
         deadline = loop.time() + timeout
         target = await self._pool.fetchval(sql.SNAPSHOT_XMAX)
         while True:
-            self._wake.set()
+            self._loop.wake.set()
             row = await self._pool.fetchrow(sql.CHECKPOINT)
             behind = await self._pool.fetchval(sql.BEHIND, row["txid"], row["position"], target)
             if behind is None:
