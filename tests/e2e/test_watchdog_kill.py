@@ -13,6 +13,7 @@ import signal
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import msgspec
 import pytest
 
 from cronhooks_common import db, eventstore
@@ -35,7 +36,7 @@ async def request_long_ago(dsn: str, webhook_id: int, count: int) -> list[int]:
             "select data from eventstore.events where stream = $1 and version = 1",
             f"webhook-{webhook_id}",
         )
-        target = target_of(created["config"])
+        target = msgspec.to_builtins(target_of(created["config"]))
         ids = [
             r["id"]
             for r in await conn.fetch(

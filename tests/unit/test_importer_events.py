@@ -16,9 +16,9 @@ from cronhooks_common.events import (
     Event,
     NewEvent,
     NoteChanged,
+    Target,
     WebhookConfig,
 )
-from cronhooks_common.webhooks import TARGET_FIELDS
 from cronhooks_importer.agent_notes import push_of
 from cronhooks_importer.answers import ENDINGS, attempt_of
 from cronhooks_importer.callers import Caller
@@ -251,6 +251,6 @@ def test_a_change_delivery_is_requested_with_every_key() -> None:
             "attach_notes": None,
         },
     }
-    assert set(data["target"]) == set(TARGET_FIELDS)
+    assert set(data["target"]) == set(Target.__struct_fields__)
     cut = NewEvent.of(requested(_match(True), 12)).data
     assert cut["content_truncated"] is True and cut["changes"][0]["content"] is None

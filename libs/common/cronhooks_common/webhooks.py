@@ -7,15 +7,20 @@ below; never the secret), so any consumer can keep its own copy by upserting it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import msgspec
 
 from cronhooks_common import eventstore
 from cronhooks_common.events import (
     CHANGE,
     CRON,
+    UNSET,
+    Target,
+    WebhookConfig,
     WebhookConfigured,
     WebhookDeleted,
     WebhookDisabled,
@@ -69,26 +74,18 @@ def config_fields(kind: str) -> tuple[str, ...]:
     return CHANGE_CONFIG_FIELDS if kind == CHANGE else CONFIG_FIELDS
 
 
-TARGET_FIELDS: tuple[str, ...] = (
-    "url",
-    "instruction",
-    "timeout_seconds",
-    "pass_api_key",
-    "read_patterns",
-    "write_patterns",
-    "max_depth",
-    "max_retries",
-    "concurrency_policy",
-    "execution_group",
-    "attach_notes",  # the dispatcher reads the notes at send time (None: a change webhook)
-)
-
 # What changing makes the scheduler recompute the next slot.
 SCHEDULE_FIELDS: frozenset[str] = frozenset({"cron_schedule", "timezone", "enabled"})
 
 
-def target_of(config: dict[str, Any]) -> dict[str, Any]:
-    return {key: config.get(key) for key in TARGET_FIELDS}
+def target_of(config: Mapping[str, Any] | WebhookConfig) -> Target:
+    """What a delivery of the webhook is sent with (never the secret): every key written,
+    the settings its kind lacks null. From the configuration as its events carry it
+    (extra keys ignored), or typed."""
+    if isinstance(config, WebhookConfig):
+        given = ((name, getattr(config, name)) for name in Target.__struct_fields__)
+        return Target(**{name: value for name, value in given if value is not UNSET})
+    return msgspec.convert(config, Target)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from cronhooks_common.events import (
     webhook_stream,
 )
 from cronhooks_common.events.delivery import SkipReason
+from cronhooks_common.webhooks import target_of
 from cronhooks_dispatcher import queries
 
 log = structlog.get_logger(__name__)
@@ -276,10 +277,3 @@ async def _webhooks(conn: asyncpg.Connection, webhook_ids: set[int]) -> dict[int
         for w in webhook_ids
         if (s := webhook_stream(w)) in config
     }
-
-
-def target_of(config: WebhookConfig) -> Target:
-    """What a delivery of the webhook is sent with (never the secret), as the scheduler
-    writes it (`webhooks.target_of`): the settings its configuration lacks are null."""
-    given = ((name, getattr(config, name)) for name in Target.__struct_fields__)
-    return Target(**{name: value for name, value in given if value is not UNSET})

@@ -38,7 +38,7 @@ def literal_prefix(pattern: str) -> str:
 class ChangeWebhook:
     webhook_id: int
     config: WebhookConfig
-    # The configuration as its events carry it: what change_payload and target_of read.
+    # The configuration as its events carry it: what change_payload reads.
     carried: Mapping[str, Any]
 
     @classmethod
@@ -52,7 +52,7 @@ class ChangeWebhook:
     @property
     def target(self) -> Target:
         """What its deliveries carry for the dispatcher to send them."""
-        return Target(**target_of(dict(self.carried)))
+        return target_of(self.config)
 
     def fires_on(self, event: str) -> bool:
         c = self.config  # a filter absent from the configuration (UNSET) is off

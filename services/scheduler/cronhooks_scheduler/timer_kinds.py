@@ -29,10 +29,11 @@ from cronhooks_common.events import (
     DeliveryRequested,
     delivery_stream,
 )
+from cronhooks_common.webhooks import target_of
 from cronhooks_scheduler.retries import Pending, RetryTimer, cancelled, next_request
 from cronhooks_scheduler.slot_events import SlotRecord, plan_of, slot_records
 from cronhooks_scheduler.triggers import FireRetryTimer, first_fire, retry_fire
-from cronhooks_scheduler.webhook_copy import Schedule, schedule_of, target_of
+from cronhooks_scheduler.webhook_copy import Schedule, schedule_of
 
 log = structlog.get_logger(__name__)
 

@@ -4,9 +4,9 @@ timers.py keeps it from the webhook's events: the configuration as the event wro
 (plus `webhook_id`), whether the webhook is deleted, and whether the platform disabled it
 (`gone`: its pending retries are cancelled). Firing (timer_kinds.py) reads the
 configuration through two views: `Schedule` (what a cron timer's slots depend on) and
-`Target` (what a request carries). A view takes only its own keys, each absent one with
-the value absence has always meant (configurations written before a setting existed lack
-it), so a copy of any age reads.
+the request's `Target` (`cronhooks_common.webhooks.target_of`). A view takes only its own
+keys, each absent one with the value absence has always meant (configurations written
+before a setting existed lack it), so a copy of any age reads.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronhooks_common.events import Event, Target
+from cronhooks_common.events import Event
 from cronhooks_common.jitter import jitter_offset
 from cronhooks_scheduler import queries
 
@@ -40,11 +40,6 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
 
 def schedule_of(config: dict[str, Any]) -> Schedule:
     return msgspec.convert(config, Schedule)
-
-
-def target_of(config: dict[str, Any]) -> Target:
-    """The target of a request: every key written, the kind's missing settings null."""
-    return msgspec.convert(config, Target)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ from cronhooks_common.events import (
     UNSET,
     ChangeSent,
     DeliveryRequested,
-    Target,
     UnsetType,
 )
 from cronhooks_common.webhooks import WebhookState, target_of
@@ -44,7 +43,7 @@ def manual_request(
         scheduled_for=None,
         trigger="manual",
         missed_count=0,
-        target=msgspec.convert(target_of(state.config), Target),
+        target=target_of(state.config),
         replay_of=replay_of,
         depth=depth,
         changes=changes,
