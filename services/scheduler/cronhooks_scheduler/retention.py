@@ -57,6 +57,7 @@ log = structlog.get_logger(__name__)
 
 RETENTION_LOCK = 0x63726F6E_72657465  # "cronrete"
 EVERY = timedelta(minutes=5)  # how often the job looks
+BUSY_RETRY_SECONDS = 1.0  # after a lock it could not have
 SEAL_GRACE = timedelta(minutes=10)  # after a bucket closes, ids minted just before are written
 
 
@@ -88,7 +89,11 @@ class RetentionJob:
             except TRANSIENT_DB_ERRORS as exc:
                 log.warning("retention_database_unavailable", error=repr(exc))
             except asyncpg.LockNotAvailableError:
-                log.info("retention_busy")  # a lock not had within lock_timeout: next step
+                # A lock not had within lock_timeout (a reader held a partition's parent):
+                # try again soon, not a whole EVERY later (a poke would be lost with it).
+                log.info("retention_busy")
+                await asyncio.sleep(BUSY_RETRY_SECONDS)
+                continue
             except Exception:
                 log.exception("retention_failed")
             await self._clock.sleep_until(self._clock.now() + EVERY, self._wake)
