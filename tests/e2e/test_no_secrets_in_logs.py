@@ -17,16 +17,14 @@ from aiohttp import web
 from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
 from tests.support.graphql import CREATE_WEBHOOK
-from tests.support.processes import ARTIFACTS, SERVICES, cluster
+from tests.support.processes import SERVICES, cluster, service_log
 
 pytestmark = pytest.mark.e2e
 
 
 def log_sizes() -> dict[str, int]:
     return {
-        name: (ARTIFACTS / f"{name}.log").stat().st_size
-        if (ARTIFACTS / f"{name}.log").exists()
-        else 0
+        name: service_log(name).stat().st_size if service_log(name).exists() else 0
         for name in SERVICES
     }
 
@@ -34,7 +32,7 @@ def log_sizes() -> dict[str, int]:
 def logged_since(sizes: dict[str, int]) -> str:
     text = []
     for name, offset in sizes.items():
-        path: Path = ARTIFACTS / f"{name}.log"
+        path: Path = service_log(name)
         with path.open("rb") as log:
             log.seek(offset)
             text.append(log.read().decode("utf-8", "replace"))

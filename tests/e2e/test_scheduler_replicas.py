@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from cronhooks_common.settings import Settings
-from tests.support.processes import ARTIFACTS, free_port
+from tests.support.processes import free_port, service_log
 from tests.support.seeds import scheduler_config
 
 pytestmark = pytest.mark.e2e
@@ -53,8 +53,7 @@ async def seed(dsn: str) -> datetime:
 
 async def start_replica(settings: Settings, n: int) -> asyncio.subprocess.Process:
     env = {**os.environ, **settings.to_env(), "CRONHOOKS_SCHEDULER_PORT": str(free_port())}
-    ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / f"scheduler-replica-{n}.log", "ab")  # noqa: SIM115, ASYNC230
+    log = open(service_log(f"scheduler-replica-{n}"), "ab")  # noqa: SIM115, ASYNC230
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

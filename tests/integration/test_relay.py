@@ -248,6 +248,7 @@ async def test_a_standby_relay_holds_no_snapshot(
             rows = await conn.fetch(
                 "select application_name, backend_xmin from pg_stat_activity"
                 " where application_name like 'cronhooks-standby-%-relay'"
+                " and datname = current_database()"
             )
             if len(rows) == 2:
                 break
@@ -257,6 +258,7 @@ async def test_a_standby_relay_holds_no_snapshot(
         pinned = await conn.fetch(
             "select application_name, state, query from pg_stat_activity"
             " where application_name like 'cronhooks-standby-%-relay'"
+            " and datname = current_database()"
             " and backend_xmin is not null"
         )
         assert [dict(r) for r in pinned] == []

@@ -19,6 +19,15 @@ from cronhooks_common.settings import Settings
 
 SERVICES = ("admin-api", "importer", "scheduler", "dispatcher")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+# Under `pytest -n` each worker writes its services' logs to its own files: two workers'
+# admin-api in one file would mix what a test reads back (test_no_secrets_in_logs).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+def service_log(name: str) -> Path:
+    """The log file of a service process named `name` (test-artifacts/[gwN-]NAME.log)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS / (f"{_WORKER}-{name}.log" if _WORKER else f"{name}.log")
 
 
 def free_port() -> int:
@@ -80,11 +89,10 @@ class Cluster:
         self, service: str, *, name: str | None = None, env: dict[str, str] | None = None
     ) -> None:
         """`cronhooks run <service>` as `name` (default: the service; another name runs
-        a further replica), logging to test-artifacts/<name>.log."""
+        a further replica), logging to its `service_log`."""
         name = name or service
-        ARTIFACTS.mkdir(exist_ok=True)
         # The file lives as long as the process; opening it is instant.
-        log = open(ARTIFACTS / f"{name}.log", "ab")  # noqa: SIM115, ASYNC230
+        log = open(service_log(name), "ab")  # noqa: SIM115, ASYNC230
         self.procs[name] = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

@@ -52,7 +52,7 @@ def test_known_answer() -> None:
     assert headers["Content-Type"] == "application/json"
 
 
-@pytest.mark.parametrize("secret", [generate_secret(), WHSEC, PLAIN])
+@pytest.mark.parametrize("secret", [pytest.param(generate_secret(), id="generated"), WHSEC, PLAIN])
 def test_standard_webhooks_library_verifies_our_signature(secret: str) -> None:
     body = '{"version":1,"id":7,"instruction":"ünïcode ✓"}'.encode()
     now = int(datetime.now(UTC).timestamp())
@@ -65,7 +65,7 @@ def test_standard_webhooks_library_verifies_our_signature(secret: str) -> None:
     assert payload["id"] == 7
 
 
-@pytest.mark.parametrize("secret", [generate_secret(), WHSEC, PLAIN])
+@pytest.mark.parametrize("secret", [pytest.param(generate_secret(), id="generated"), WHSEC, PLAIN])
 def test_trip2g_receiver_check_verifies_our_signature(secret: str) -> None:
     """A receiver written for trip2g: HMAC-SHA256 keyed with the secret string's bytes
     (a whsec_ prefix included) over the raw body, lowercase hex, no timestamp."""
