@@ -42,9 +42,15 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# Two workers (pytest-xdist): each test has its own database and vhost, so tests run side by
+# side; a test mostly waits on its services, so two overlap well even on two cores. The fault
+# suite's tests stay on one worker (they share its private servers: tests/conftest.py).
+# TEST_WORKERS=0 runs them one by one in this process.
+TEST_WORKERS ?= 2
+
 test: lint
 	rm -f test-artifacts/fault-table.md
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit

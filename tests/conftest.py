@@ -207,3 +207,17 @@ async def system(
     of them, the clock at the real time to the second, when none does."""
     async with start_system(settings, clock, agent, **marked_options(request)) as system:
         yield system
+
+
+# Under `pytest -n` (xdist, --dist loadgroup): the fault suite's tests share one private
+# Postgres and RabbitMQ (tests/faults/conftest.py), started once per worker that runs
+# one; kept on one worker, they start them once.
+SERIAL_GROUPS = {"tests/faults/": "private-servers"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for prefix, group in SERIAL_GROUPS.items():
+            if item.nodeid.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
