@@ -47,10 +47,10 @@ class SentChange(TypedDict):
 
 
 class WebhookBody(TypedDict):
-    """The request body (CONTRACT §3, §11), keys in the order they are written (the bytes
-    signed). A TypedDict, not a Struct: built once per attempt and encoded as it is, no
-    conversion on the hot path. The keys after `timestamp` depend on the kind and the
-    attempt, so the type says which may be absent; `build_body` says when."""
+    """The request body (CONTRACT §3, §11). A TypedDict, not a Struct: built once per
+    attempt and encoded as it is, no conversion on the hot path. The keys after
+    `timestamp` depend on the kind and the attempt, so the type says which may be absent;
+    `build_body` says when, and in which order (the bytes signed)."""
 
     version: int
     id: int
