@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import aiohttp
 
@@ -16,6 +16,15 @@ class AuthRejected(Exception):
 
 class PlatformUnavailable(Exception):
     """A transient failure (5xx, transport): try again at the next reconcile."""
+
+
+class ArmedJob(TypedDict):
+    """An armed job as `GET /api/agent-cron/list` answers it (CONTRACT §9)."""
+
+    job_id: str
+    fire_at: str  # as provisioned, byte for byte
+    schedule_id: str
+    agent_callback_url: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +87,7 @@ class CronClient:
     async def cancel(self, job_id: str) -> None:
         await self._call("POST", "/api/agent-cron/cancel", {"job_id": job_id})
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def list(self) -> list[ArmedJob]:
         return list((await self._call("GET", "/api/agent-cron/list"))["jobs"])
 
     async def reconcile(self, desired: Mapping[str, datetime], callback_url: str) -> Diff:

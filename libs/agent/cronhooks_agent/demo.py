@@ -16,7 +16,7 @@ import hashlib
 import hmac
 from collections import deque
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypedDict
 
 import structlog
 from aiohttp import web
@@ -26,6 +26,15 @@ from cronhooks_agent.webhooks import SignatureError, verify_webhook
 from cronhooks_common.json_input import TooDeep, loads
 
 log = structlog.get_logger(__name__)
+
+
+class Received(TypedDict):
+    """A request as GET /received shows it."""
+
+    received_at: str
+    headers: dict[str, str]
+    body: object  # the JSON as sent, shown as it is
+    raw_body: str
 
 
 def demo_secret(master_key: str) -> str:
@@ -38,7 +47,7 @@ def demo_secret(master_key: str) -> str:
 def make_app(secret: str) -> web.Application:
     if not secret:
         raise ValueError("secret: the demo agent verifies every request; give it one")
-    received: deque[dict[str, Any]] = deque(maxlen=100)
+    received: deque[Received] = deque(maxlen=100)
 
     async def webhook(request: web.Request) -> web.Response:
         raw = await request.read()

@@ -19,8 +19,7 @@ import asyncio
 import heapq
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
 
 import jwt
 import structlog
@@ -105,12 +104,14 @@ class FireVerifier:
         self._issuer = issuer
         self._seen = _SeenTokens(max_remembered)
 
-    def verify_sync(self, token: str) -> dict[str, Any]:
+    def verify_sync(self, token: str) -> dict[str, object]:
         """The token's claims if it is a valid fire JWT for this agent, else FireAuthError.
-        Records nothing: the same token verifies again (see `accept_once`)."""
+        Records nothing: the same token verifies again (see `accept_once`). PyJWT checked
+        the registered claims it requires, this the purpose; any other claim (`job_id`,
+        `fire_at`) is as signed, to be checked where read."""
         try:
             key = self._jwks.get_signing_key_from_jwt(token)
-            claims: dict[str, Any] = jwt.decode(
+            claims: dict[str, object] = jwt.decode(
                 token,
                 key.key,
                 algorithms=ALGORITHMS,
@@ -125,11 +126,11 @@ class FireVerifier:
             raise FireAuthError("not a cron_fire token")
         return claims
 
-    async def verify(self, token: str) -> dict[str, Any]:
+    async def verify(self, token: str) -> dict[str, object]:
         # PyJWKClient fetches the JWKS with blocking urllib: keep it off the event loop.
         return await asyncio.to_thread(self.verify_sync, token)
 
-    def accept_once(self, claims: dict[str, Any]) -> None:
+    def accept_once(self, claims: Mapping[str, object]) -> None:
         """Record the `jti` of verified `claims`; FireAuthError if this verifier accepted it
         before. It is kept until the token's `exp` plus the leeway has passed (verify
         refuses the token from then on) and at most `max_remembered` are kept."""

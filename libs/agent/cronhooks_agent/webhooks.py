@@ -8,7 +8,6 @@ import hashlib
 import hmac
 import time
 from collections.abc import Mapping
-from typing import Any
 
 TOLERANCE_SECONDS = 300
 
@@ -42,7 +41,7 @@ def verify_webhook(
     alone only with ``accept_unstamped=True`` (a sender that signs nothing else); otherwise
     stripping the Standard Webhooks headers could not downgrade a replayed request.
     """
-    lower: dict[str, Any] = {k.lower(): v for k, v in headers.items()}
+    lower: dict[str, str] = {k.lower(): v for k, v in headers.items()}
     now = time.time() if now is None else now
     if "webhook-signature" in lower:
         msg_id, stamp = lower.get("webhook-id", ""), lower.get("webhook-timestamp", "")

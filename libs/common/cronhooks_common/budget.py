@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import date, datetime, time, timedelta
-from typing import Any
 
 import asyncpg
 
 from cronhooks_common.cron import parse_zone
+from cronhooks_common.events import ConfigData
 
 DayKey = tuple[int, date]
 
 
-def daily_limit(config: dict[str, Any]) -> int | None:
+def daily_limit(config: ConfigData) -> int | None:
     """The webhook's limit, or None (no limit; absent from configs written before it)."""
     value = config.get("max_deliveries_per_day")
     return None if value is None else int(value)

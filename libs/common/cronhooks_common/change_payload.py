@@ -20,22 +20,38 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
+from cronhooks_common.events.delivery import ChangeEvent
 from cronhooks_common.globs import matches_any
 
 MAX_CHANGE_CONTENT_BYTES = 1 << 20  # 1 MiB
 
 
+class ChangeEntry(TypedDict):
+    """One change as a `delivery.requested` carries it (`ChangeSent` as JSON)."""
+
+    path: str
+    event: ChangeEvent
+    version: int
+    content_hash: str | None  # null: a path the webhook may not read
+    content: NotRequired[str | None]  # only with includeContent; null: none, or not shown
+
+
+class ChangeRequestFields(TypedDict):
+    changes: list[ChangeEntry]
+    content_truncated: NotRequired[Literal[True]]  # only when the cap cut
+
+
 @dataclass(frozen=True, slots=True)
 class ChangePayload:
-    changes: list[dict[str, Any]]  # the body's `changes`, by path
+    changes: list[ChangeEntry]  # the body's `changes`, by path
     content_truncated: bool  # the cap left some content out
 
-    def request_fields(self) -> dict[str, Any]:
+    def request_fields(self) -> ChangeRequestFields:
         """What the payload adds to a `delivery.requested` (the dispatcher copies both into
         the body): `changes`, and `content_truncated: true` only when the cap cut."""
-        fields: dict[str, Any] = {"changes": self.changes}
+        fields: ChangeRequestFields = {"changes": self.changes}
         if self.content_truncated:
             fields["content_truncated"] = True
         return fields
@@ -70,10 +86,10 @@ def change_payload(
     bytes, None for none) and read the content only of the changes that fit, in path order
     (see admin-api's change_notes.py): a change whose content is shown must have it."""
     with_content = bool(config.get("include_content", True))
-    entries: list[dict[str, Any]] = []
+    entries: list[ChangeEntry] = []
     total, truncated = 0, False
     for change in sorted(changes, key=lambda c: str(c["path"])):
-        entry: dict[str, Any] = {
+        entry: ChangeEntry = {
             "path": change["path"],
             "event": change["event"],
             "version": change["version"],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import asyncpg
 import structlog
@@ -116,7 +115,3 @@ async def wake_on_notify(dsn: str, channel: str, wake: asyncio.Event, *, name: s
         finally:
             conn.terminate()
         log.warning("listener_lost", channel=channel, listener=name)
-
-
-def record_to_dict(record: asyncpg.Record | None) -> dict[str, Any] | None:
-    return None if record is None else dict(record)

@@ -60,9 +60,9 @@ class Budget:
         self.spent += values
 
 
-def _variable_defaults(document: DocumentNode) -> dict[str, Any]:
+def _variable_defaults(document: DocumentNode) -> dict[str, int]:
     """Default values of the document's Int variables that have a literal default."""
-    defaults: dict[str, Any] = {}
+    defaults: dict[str, int] = {}
     for definition in document.definitions:
         if isinstance(definition, OperationDefinitionNode):
             for variable in definition.variable_definitions or ():

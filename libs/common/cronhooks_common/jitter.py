@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
-from typing import Any
+
+from cronhooks_common.events import ConfigData
 
 MAX_JITTER_SECONDS = 3600
 _NO_OFFSET = timedelta(0)
@@ -28,6 +29,6 @@ def jitter_offset(webhook_id: int, jitter_seconds: int) -> timedelta:
     return timedelta(milliseconds=millis)
 
 
-def offset_of(webhook_id: int, config: dict[str, Any]) -> timedelta:
+def offset_of(webhook_id: int, config: ConfigData) -> timedelta:
     """The offset of a webhook's configuration (absent from configs written before it: 0)."""
     return jitter_offset(webhook_id, int(config.get("jitter_seconds") or 0))

@@ -15,7 +15,7 @@ import functools
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Literal, TypedDict
 
 import asyncpg
 import jwt
@@ -40,15 +40,35 @@ _KEYS_LOCK = "cronhooks.signing_keys"
 SigningPrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
 
 
+class FireClaims(TypedDict):
+    """A fire JWT's claims (CONTRACT §9), as the dispatcher signs them."""
+
+    iss: str
+    aud: str  # agent:{instanceId}
+    purpose: Literal["cron_fire"]
+    job_id: str
+    fire_at: str  # as provisioned
+    iat: int
+    nbf: int
+    exp: int
+    jti: str
+
+
+class Jwks(TypedDict):
+    """`/.well-known/jwks.json`: the public keys, each as `public_jwk` wrote it."""
+
+    keys: list[dict[str, object]]
+
+
 @dataclass(frozen=True, slots=True)
 class SigningKey:
     kid: str
     algorithm: str
     private_key: SigningPrivateKey
 
-    def sign(self, claims: dict[str, Any]) -> str:
-        return jwt.encode(
-            claims, self.private_key, algorithm=self.algorithm, headers={"kid": self.kid}
+    def sign(self, claims: FireClaims) -> str:
+        return jwt.encode(  # (PyJWT's payload type is a plain dict: one copy per fire)
+            dict(claims), self.private_key, algorithm=self.algorithm, headers={"kid": self.kid}
         )
 
 
@@ -62,8 +82,9 @@ def generate_private_key(algorithm: str) -> SigningPrivateKey:
     raise ValueError(f"unsupported fire JWT algorithm {algorithm!r}")
 
 
-def public_jwk(private: SigningPrivateKey, *, kid: str, algorithm: str) -> dict[str, Any]:
-    """The public half as a JWK with `kid`, `alg` and `use: sig` (CONTRACT §9)."""
+def public_jwk(private: SigningPrivateKey, *, kid: str, algorithm: str) -> dict[str, object]:
+    """The public half as a JWK with `kid`, `alg` and `use: sig` (CONTRACT §9); the other
+    members are PyJWT's for the key type (RFC 7518 §6). Stored and published, not read."""
     public = private.public_key()
     if isinstance(public, rsa.RSAPublicKey):
         jwk = dict(RSAAlgorithm.to_jwk(public, as_dict=True))
@@ -163,7 +184,7 @@ async def rotate(
     return retired or "", kid
 
 
-async def published_jwks(conn: asyncpg.Connection, *, now: datetime) -> dict[str, Any]:
+async def published_jwks(conn: asyncpg.Connection, *, now: datetime) -> Jwks:
     """The JWKS: the active key and keys retired recently enough to verify live tokens."""
     rows = await conn.fetch(
         """

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Any
+from typing import TypedDict
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
@@ -174,6 +174,10 @@ class GuardedResolver(AbstractResolver):
         await self._inner.close()
 
 
-def connector_kwargs(allow_private: bool) -> dict[str, Any]:
+class ConnectorKwargs(TypedDict, total=False):
+    resolver: AbstractResolver  # absent: aiohttp's own (private targets allowed)
+
+
+def connector_kwargs(allow_private: bool) -> ConnectorKwargs:
     """Keyword arguments for `aiohttp.TCPConnector` that apply the policy."""
     return {} if allow_private else {"resolver": GuardedResolver()}

@@ -8,6 +8,7 @@ max_depth (the webhook's maxDepth: a token deeper than that may read but not wri
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +28,7 @@ class TokenError(ValueError):
     """The token is missing, forged, expired or for someone else."""
 
 
-def _moment(claims: dict[str, Any], name: str, now: datetime) -> datetime:
+def _moment(claims: Mapping[str, object], name: str, now: datetime) -> datetime:
     """A NumericDate claim as a datetime; absurd values (10^12, NaN, a string) are refused."""
     value = claims.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float):

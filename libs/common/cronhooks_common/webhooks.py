@@ -19,6 +19,7 @@ from cronhooks_common.events import (
     CHANGE,
     CRON,
     UNSET,
+    ConfigData,
     Target,
     WebhookConfig,
     WebhookConfigured,
@@ -93,7 +94,7 @@ class WebhookState:
     """A webhook as its own event stream tells it (the truth, not a read model)."""
 
     version: int
-    config: dict[str, Any]
+    config: ConfigData  # as stored: commands merge and compare it
     deleted: bool
     kind: str = CRON  # fixed at creation: `cron` or `change` (CONTRACT §11)
 
@@ -110,13 +111,14 @@ async def load_webhook(
     events = await eventstore.read_stream(conn, webhook_stream(webhook_id))
     if not events:
         return None
-    config: dict[str, Any] = {}
+    config: ConfigData = {}
     deleted = False
     kind = str(events[0].data.get("kind", CRON))
     for event in events:
         payload = event.payload
         if isinstance(payload, WebhookConfigured):
-            config = dict(event.data["config"])  # as stored: commands merge and compare it
+            stored: ConfigData = event.data["config"]
+            config = stored.copy()  # changed below
         elif isinstance(payload, WebhookDisabled):
             config["enabled"] = False
         elif isinstance(payload, WebhookDeleted):

@@ -43,7 +43,7 @@ from cronhooks_common.events import (
     Event,
     NewEvent,
 )
-from cronhooks_common.events.delivery import SkipReason
+from cronhooks_common.events.delivery import DeliveryFieldsData, SkipReason
 from cronhooks_dispatcher import queries
 from cronhooks_dispatcher.deps import Deps
 from cronhooks_dispatcher.handon import order_at
@@ -76,9 +76,8 @@ async def admit(deps: Deps, event: Event, request: DeliveryRequested) -> bool:
 
 
 def _skipped(request: DeliveryRequested, reason: SkipReason, policy: str) -> DeliverySkipped:
-    return DeliverySkipped(
-        **{**request.fields(), "attempt": 0}, reason=reason, skipped_count=1, policy=policy
-    )
+    fields: DeliveryFieldsData = {**request.fields(), "attempt": 0}
+    return DeliverySkipped(**fields, reason=reason, skipped_count=1, policy=policy)
 
 
 class _Handled(Exception):

@@ -7,9 +7,9 @@ on every try, so a receiver can drop a repeat.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
-from cronhooks_common.events import AlertFields, AlertResolved, Event
+from cronhooks_common.events import AlertFields, AlertResolved, Event, Kind
 from cronhooks_dispatcher.alerts import stage
 
 MAX_TEXT_ERROR = 200
@@ -18,6 +18,23 @@ RESOLVED_BECAUSE = {
     "re_enabled": "was re-enabled",
     "deleted": "was deleted",
 }
+
+
+class AlertBody(TypedDict):
+    """The alert POST's body (CONTRACT §12), keys in the order written."""
+
+    type: str  # the event type: alert.raised or alert.resolved
+    alert_id: int
+    webhook_id: int
+    kind: Kind
+    url: str
+    description: str
+    consecutive_failures: int
+    last_error: str | None
+    disabled: bool
+    admin_url: str
+    occurred_at: str
+    text: str
 
 
 def message_id(alert: AlertFields) -> str:
@@ -45,7 +62,7 @@ def text(alert: AlertFields) -> str:
     return " ".join(line.split())  # one line, whatever the error said
 
 
-def body(event: Event, alert: AlertFields, public_url: str) -> dict[str, Any]:
+def body(event: Event, alert: AlertFields, public_url: str) -> AlertBody:
     """The POST's body for the alert event `event` (its typed data: `alert`)."""
     return {
         "type": event.type,

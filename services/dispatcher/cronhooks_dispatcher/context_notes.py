@@ -18,7 +18,7 @@ Webhooks without attachNotes never reach this module.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypedDict
 
 import asyncpg
 from aiodataloader import DataLoader
@@ -33,8 +33,25 @@ MAX_CONTEXT_BYTES = 1 << 20  # 1 MiB
 Patterns = tuple[tuple[str, ...], tuple[str, ...]]
 
 
+class ContextNote(TypedDict):
+    """One attached note as the body's `context_notes` carries it (CONTRACT §13)."""
+
+    path: str
+    content: str
+    content_hash: str
+
+
+class ContextRow(TypedDict):
+    """A row of `queries.CONTEXT_NOTES` (an asyncpg Record in the service)."""
+
+    path: str
+    content: str
+    content_hash: str
+    fits: bool  # within the cap
+
+
 class ContextNotes(NamedTuple):
-    notes: list[dict[str, str]]  # [{path, content, content_hash}] by path
+    notes: list[ContextNote]  # by path
     truncated: bool  # a note that matched was left out by the cap
 
 
@@ -51,11 +68,11 @@ def _spec(key: Patterns) -> dict[str, list[str]]:
     return {"attach": [glob_to_regex(p) for p in attach], "read": [glob_to_regex(p) for p in read]}
 
 
-def context_from_rows(rows: Sequence[asyncpg.Record | dict[str, Any]]) -> ContextNotes:
+def context_from_rows(rows: Sequence[asyncpg.Record | ContextRow]) -> ContextNotes:
     """One key's rows of `queries.CONTEXT_NOTES` (in path order): the notes that fit, and
     whether one did not. Only the first note that does not fit can come back, and it ends
     the list."""
-    notes = [
+    notes: list[ContextNote] = [
         {"path": r["path"], "content": r["content"], "content_hash": r["content_hash"]}
         for r in rows
         if r["fits"]

@@ -41,7 +41,7 @@ from cronhooks_common.events import (
     delivery_stream,
     webhook_stream,
 )
-from cronhooks_common.events.delivery import SkipReason
+from cronhooks_common.events.delivery import DeliveryFieldsData, SkipReason
 from cronhooks_common.webhooks import target_of
 from cronhooks_dispatcher import queries
 
@@ -227,9 +227,8 @@ class _Promotion:
 
     def _skip(self, q: _Queued, state: _Webhook | None) -> None:
         reason: SkipReason = "deleted" if state is None or state.deleted else "disabled"
-        skipped = DeliverySkipped(
-            **{**q.request.fields(), "attempt": 0}, reason=reason, skipped_count=1
-        )
+        fields: DeliveryFieldsData = {**q.request.fields(), "attempt": 0}
+        skipped = DeliverySkipped(**fields, reason=reason, skipped_count=1)
         self._append(q, NewEvent.of(skipped))
         log.info("delivery_skipped", delivery_id=skipped.delivery_id, reason=reason)
 

@@ -71,9 +71,10 @@ def rejected(errors: list[ChangeRefused]) -> Outcome:
     return Outcome(False, f"changes rejected: {detail}{more}" if detail else "changes rejected")
 
 
-def _json_object(body: bytes) -> dict[str, Any] | None:
-    """The answer's JSON object; None for an empty or non-JSON body (or JSON that is not an
-    object); TooDeep past the nesting bound, which is a failure, not "not JSON"."""
+def _json_object(body: bytes) -> dict[str, object] | None:
+    """The answer's JSON object (any JSON: its values are checked where read); None for an
+    empty or non-JSON body (or JSON that is not an object); TooDeep past the nesting bound,
+    which is a failure, not "not JSON"."""
     if not body.strip():
         return None
     try:

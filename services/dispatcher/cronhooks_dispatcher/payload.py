@@ -3,15 +3,19 @@ request (`delivery.requested`, or `delivery.released`), and how it is recorded. 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from cronhooks_common import jsonfast
-from cronhooks_common.events import CHANGE, UNSET, ChangeSent, RequestFields
+from cronhooks_common.events import CHANGE, UNSET, ChangeSent, Kind, RequestFields
+from cronhooks_common.events import Trigger as TriggerName
+from cronhooks_common.events.delivery import ChangeEvent
 
-if TYPE_CHECKING:  # the type only: this module stays pure
-    from cronhooks_dispatcher.context_notes import ContextNotes
+if TYPE_CHECKING:  # the types only: this module stays pure
+    from cronhooks_dispatcher.context_notes import ContextNote, ContextNotes
 
-RESPONSE_SCHEMA: dict[str, Any] = {
+# A JSON Schema document, sent as it is in every body: only encoded, never read here.
+RESPONSE_SCHEMA: Mapping[str, object] = {
     "type": "object",
     "properties": {
         "status": {"type": "string"},
@@ -31,6 +35,44 @@ RESPONSE_SCHEMA: dict[str, Any] = {
     },
 }
 
+
+class SentChange(TypedDict):
+    """One change as a change webhook's body carries it (CONTRACT §11)."""
+
+    path: str
+    event: ChangeEvent
+    content: NotRequired[str | None]  # only with includeContent
+    version: int
+    content_hash: str | None
+
+
+class WebhookBody(TypedDict):
+    """The request body (CONTRACT §3, §11). A TypedDict, not a Struct: built once per
+    attempt and encoded as it is, no conversion on the hot path. The keys after
+    `timestamp` depend on the kind and the attempt, so the type says which may be absent;
+    `build_body` says when, and in which order (the bytes signed)."""
+
+    version: int
+    id: int
+    webhook_id: int
+    kind: Kind
+    timestamp: int
+    scheduled_for: NotRequired[str | None]  # cron
+    trigger: NotRequired[TriggerName]
+    attempt: NotRequired[int]
+    depth: NotRequired[int]  # change
+    missed_count: NotRequired[int]  # cron
+    instruction: NotRequired[str]
+    changes: NotRequired[list[SentChange]]  # change
+    content_truncated: NotRequired[bool]  # change, only when the content cap cut
+    context_notes: NotRequired[list[ContextNote]]  # cron with attachNotes
+    context_truncated: NotRequired[bool]  # only when the cap left a note out
+    previous_error: NotRequired[str]  # retries
+    response_schema: NotRequired[Mapping[str, object]]
+    api_token: NotRequired[str | None]  # passApiKey
+    api_url: NotRequired[str | None]  # passApiKey
+
+
 REDACTED = "[redacted]"
 RECORDED_BYTES = 64 << 10  # of a request body kept in the attempt log (CONTRACT §15)
 
@@ -42,13 +84,13 @@ def build_body(
     api_token: str | None,
     api_url: str | None,
     context: ContextNotes | None = None,
-) -> dict[str, Any]:
+) -> WebhookBody:
     """The JSON body for one attempt of `request` (a request, or the release of a queued
     one); `context` the notes read for it when its webhook has attachNotes (CONTRACT §13),
     else None."""
     target = request.target
     kind = request.kind
-    body: dict[str, Any] = {
+    body: WebhookBody = {
         "version": 1,
         "id": request.delivery_id,
         "webhook_id": request.webhook_id,
@@ -82,23 +124,32 @@ def build_body(
     return body
 
 
-def _change(change: ChangeSent) -> dict[str, Any]:
+def _change(change: ChangeSent) -> SentChange:
     """One change as the body carries it. The keys in the order of the stored event's
     (jsonb: by length, then bytes) — the order bodies were signed in before the request
     was typed, kept so that the bytes an agent gets do not change."""
-    sent: dict[str, Any] = {"path": change.path, "event": change.event}
-    if change.content is not UNSET:  # only with includeContent
-        sent["content"] = change.content
-    sent["version"] = change.version
-    sent["content_hash"] = change.content_hash
-    return sent
+    if change.content is UNSET:  # only with includeContent
+        return {
+            "path": change.path,
+            "event": change.event,
+            "version": change.version,
+            "content_hash": change.content_hash,
+        }
+    return {
+        "path": change.path,
+        "event": change.event,
+        "content": change.content,
+        "version": change.version,
+        "content_hash": change.content_hash,
+    }
 
 
-def encode(body: dict[str, Any]) -> bytes:
+def encode(body: Mapping[str, object]) -> bytes:
+    """A body's bytes (a webhook's, or an alert's: alert_messages.py)."""
     return jsonfast.dumps_bytes(body)
 
 
-def recorded(body: dict[str, Any], raw: bytes) -> str:
+def recorded(body: WebhookBody, raw: bytes) -> str:
     """The body as recorded, given the bytes sent: those bytes as they are unless a token
     must be redacted or context notes shortened (most deliveries carry neither: no second
     encoding)."""
@@ -107,22 +158,23 @@ def recorded(body: dict[str, Any], raw: bytes) -> str:
     return jsonfast.text(raw)
 
 
-def redacted(body: dict[str, Any]) -> str:
+def redacted(body: WebhookBody) -> str:
     """The body as recorded in logs and events: the token replaced, and each context note
     without its content — path and content_hash name the version sent, which the note's
     own history (`note.changed`) holds; recording up to 1 MiB of notes again with every
     attempt of every slot would make the attempt log mostly copies of the note store."""
+    shown: Mapping[str, object] = body  # no longer a WebhookBody once notes are cut
     if "api_token" in body:
-        body = {**body, "api_token": REDACTED}
+        shown = {**shown, "api_token": REDACTED}
     if "context_notes" in body:
-        body = {
-            **body,
+        shown = {
+            **shown,
             "context_notes": [
                 {"path": n["path"], "content_hash": n["content_hash"]}
                 for n in body["context_notes"]
             ],
         }
-    return jsonfast.dumps(body)
+    return jsonfast.dumps(shown)
 
 
 def cut(recorded: str, limit: int = RECORDED_BYTES) -> tuple[str, bool]:

@@ -30,6 +30,7 @@ from cronhooks_common.graphql_limits import Documents, LimitedRequest
 from cronhooks_common.graphql_support import bad_input, datetime_scalar, silence_ariadne_logger
 from cronhooks_common.http_limits import TOKEN_API_BODY_BYTES, BodyRefused, read_body
 from cronhooks_common.json_input import TooDeep, loads
+from cronhooks_common.note_inputs import HideNotesInput, PushNotesInput
 from cronhooks_common.paths import path_problem
 from cronhooks_common.refusals import log_refused
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
@@ -100,7 +101,7 @@ def _error_payload(result: WriteResult) -> dict[str, object]:
 
 
 @mutation.field("pushNotes")
-async def resolve_push_notes(_: Any, info: Info, input: dict[str, Any]) -> Any:
+async def resolve_push_notes(_: Any, info: Info, input: PushNotesInput) -> Any:
     caller, notes = _ctx(info)
     updates = [
         {"path": u["path"], "content": u["content"], "expected_hash": u.get("expected_hash")}
@@ -135,7 +136,7 @@ async def resolve_commit_notes(_: Any, info: Info) -> Any:
 
 
 @mutation.field("hideNotes")
-async def resolve_hide_notes(_: Any, info: Info, input: dict[str, Any]) -> Any:
+async def resolve_hide_notes(_: Any, info: Info, input: HideNotesInput) -> Any:
     caller, notes = _ctx(info)
     result = await notes.hide(caller, [{"path": p} for p in input["paths"]])
     if result.errors:

@@ -17,6 +17,7 @@ import structlog
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import (
     CHANGE,
+    ConfigData,
     Event,
     WebhookConfig,
     WebhookConfigured,
@@ -26,7 +27,7 @@ from cronhooks_common.events import (
 from cronhooks_common.jitter import jitter_offset
 from cronhooks_common.webhooks import SCHEDULE_FIELDS
 from cronhooks_scheduler import queries, webhook_copy
-from cronhooks_scheduler.webhook_copy import Copy, schedule_of
+from cronhooks_scheduler.webhook_copy import CopiedConfig, Copy, schedule_of
 
 log = structlog.get_logger(__name__)
 
@@ -85,7 +86,8 @@ async def on_webhook_configured(
     gone = old is not None and old.gone
     if "enabled" in changed and config.enabled:
         gone = False  # re-enabled by an admin
-    copied = {**msgspec.to_builtins(config), "webhook_id": webhook_id}
+    settings: ConfigData = msgspec.to_builtins(config)
+    copied: CopiedConfig = {**settings, "webhook_id": webhook_id}
     await webhook_copy.save(conn, webhook_id, event, Copy(copied, gone=gone))
     if not config.enabled or payload.kind == CHANGE:
         # (A change webhook has no schedule: its copy is kept for its retries' targets.)
@@ -113,7 +115,7 @@ async def on_webhook_disabled(
     fresh, old = await webhook_copy.lock(conn, payload.webhook_id, event)
     if not fresh:
         return
-    copied = {**(old.config if old is not None else {}), "enabled": False}
+    copied: CopiedConfig = {**(old.config if old is not None else {}), "enabled": False}
     await webhook_copy.save(conn, payload.webhook_id, event, Copy(copied, gone=True))
     await set_cron_timer(conn, payload.webhook_id, None)
     log.info("webhook_projected", webhook_id=payload.webhook_id, event_type=event.type)

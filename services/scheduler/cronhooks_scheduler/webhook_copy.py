@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import asyncpg
 import msgspec
 
-from cronhooks_common.events import Event
+from cronhooks_common.events import ConfigData, Event
 from cronhooks_common.jitter import jitter_offset
 from cronhooks_scheduler import queries
 
@@ -38,8 +37,14 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
         return jitter_offset(webhook_id, self.jitter_seconds or 0)
 
 
-def schedule_of(config: dict[str, Any]) -> Schedule:
+def schedule_of(config: ConfigData) -> Schedule:
     return msgspec.convert(config, Schedule)
+
+
+class CopiedConfig(ConfigData, total=False):
+    """The configuration as the copy keeps it: with its webhook's id beside the settings."""
+
+    webhook_id: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +52,7 @@ class Copy:
     """A row of scheduler.webhooks. `config` is JSON as the webhook's events wrote it: the
     views above read it, whatever its age."""
 
-    config: dict[str, Any]
+    config: CopiedConfig
     deleted: bool = False
     gone: bool = False
 
@@ -60,7 +65,8 @@ async def lock(conn: asyncpg.Connection, webhook_id: int, event: Event) -> tuple
         return True, None
     if row["stream_version"] >= event.version:
         return False, None  # an older event arriving late: the newer state is already applied
-    return True, Copy(dict(row["config"]), gone=bool(row["gone"]))
+    config: CopiedConfig = row["config"]  # (jsonb, decoded by the pool's codec)
+    return True, Copy(config.copy(), gone=bool(row["gone"]))
 
 
 async def save(conn: asyncpg.Connection, webhook_id: int, event: Event, copy: Copy) -> None:

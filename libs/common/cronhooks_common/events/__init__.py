@@ -83,6 +83,7 @@ from cronhooks_common.events.trigger import (
     TriggerRequested,
 )
 from cronhooks_common.events.webhook import (
+    ConfigData,
     Target,
     WebhookConfig,
     WebhookConfigured,
@@ -114,6 +115,7 @@ __all__ = [
     "Causation",
     "ChangeRefused",
     "ChangeSent",
+    "ConfigData",
     "DeliveryAttemptFailed",
     "DeliveryChangesReceived",
     "DeliveryFailed",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict
 
 import msgspec
 
@@ -12,6 +12,18 @@ from cronhooks_common.events.webhook import Target
 
 ChangeEvent = Literal["create", "update", "remove"]
 SkipReason = Literal["missed", "concurrency", "still_running", "deleted", "disabled", "budget"]
+
+
+class DeliveryFieldsData(TypedDict):
+    """`DeliveryFields` as keyword arguments for the next event of a delivery."""
+
+    delivery_id: int
+    webhook_id: int
+    kind: Kind
+    attempt: int
+    scheduled_for: Timestamp | None
+    trigger: Trigger
+    missed_count: int
 
 
 class DeliveryFields(Payload, frozen=True, kw_only=True):
@@ -25,7 +37,7 @@ class DeliveryFields(Payload, frozen=True, kw_only=True):
     trigger: Trigger
     missed_count: int = 0  # absent before catch-up counted
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> DeliveryFieldsData:
         """These fields alone, for the next event of the delivery."""
         return {
             "delivery_id": self.delivery_id,

@@ -6,14 +6,16 @@ history an event belongs to: ``webhook-7``, ``delivery-42``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 from uuid import UUID, uuid4
 
 from cronhooks_common import jsonfast
 from cronhooks_common.clock import iso
 from cronhooks_common.events.base import Payload, decode
+from cronhooks_common.events.delivery import DeliveryFieldsData
 from cronhooks_common.events.names import CRON
 
 SCHEMA_VERSION = 1
@@ -44,9 +46,9 @@ def storable_json(value: Any) -> bool:
     return True
 
 
-def delivery_fields(data: dict[str, Any]) -> dict[str, Any]:
+def delivery_fields(data: Mapping[str, Any]) -> DeliveryFieldsData:
     """The fields every `delivery.*` event carries (CONTRACT §6), from a request's or an
-    earlier delivery event's data."""
+    earlier delivery event's data (as stored, read by key: not decoded)."""
     return {
         "delivery_id": data["delivery_id"],
         "webhook_id": data["webhook_id"],
@@ -56,6 +58,22 @@ def delivery_fields(data: dict[str, Any]) -> dict[str, Any]:
         "trigger": data["trigger"],
         "missed_count": data.get("missed_count", 0),
     }
+
+
+class EventJSON(TypedDict):
+    """An event as the bus carries it (CONTRACT §6), keys in the order written. Messages
+    written before `causation_id`, `actor` and `schema_version` existed lack them."""
+
+    event_id: str
+    type: str
+    stream: str
+    version: int
+    occurred_at: str
+    correlation_id: str
+    causation_id: NotRequired[str | None]
+    actor: NotRequired[str | None]
+    schema_version: NotRequired[int]
+    data: dict[str, Any]  # the type's data as stored: decoded by `Event.payload`
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +111,7 @@ class Event:
         data does not fit its type, KeyError for a type cronhooks does not define."""
         return decode(self.type, self.data, self.schema_version)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EventJSON:
         return {
             "event_id": str(self.event_id),
             "type": self.type,
@@ -111,7 +129,7 @@ class Event:
         return jsonfast.dumps_bytes(self.to_json())
 
     @classmethod
-    def from_json(cls, body: dict[str, Any]) -> Event:
+    def from_json(cls, body: EventJSON) -> Event:
         causation = body.get("causation_id")
         return cls(
             event_id=UUID(body["event_id"]),

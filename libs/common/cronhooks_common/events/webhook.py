@@ -8,7 +8,7 @@ from it.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypedDict
 
 import msgspec
 
@@ -50,6 +50,38 @@ class WebhookConfig(msgspec.Struct, frozen=True, kw_only=True):
     on_update: bool | UnsetType = UNSET
     on_remove: bool | UnsetType = UNSET
     include_content: bool | UnsetType = UNSET
+
+
+class ConfigData(TypedDict, total=False):
+    """`WebhookConfig` as JSON: the `config` of a `webhook.created`/`updated` event as
+    stored, and the copies consumers keep of it. Any key may be absent: the other kind's
+    settings, and those added after the configuration was written (see above)."""
+
+    url: str
+    instruction: str
+    pass_api_key: bool
+    timeout_seconds: int
+    max_depth: int
+    max_retries: int
+    enabled: bool
+    description: str
+    read_patterns: list[str]
+    write_patterns: list[str]
+    cron_schedule: str
+    timezone: str
+    concurrency_policy: ConcurrencyPolicy
+    catch_up_policy: CatchUpPolicy
+    misfire_grace_seconds: int
+    execution_group: str
+    attach_notes: list[str]
+    jitter_seconds: int
+    max_deliveries_per_day: int | None
+    include_patterns: list[str]
+    exclude_patterns: list[str]
+    on_create: bool
+    on_update: bool
+    on_remove: bool
+    include_content: bool
 
 
 class Target(msgspec.Struct, frozen=True, kw_only=True):

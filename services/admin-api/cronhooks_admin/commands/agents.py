@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import asyncpg
 
@@ -30,6 +30,15 @@ MAX_DESCRIPTION = 4096
 
 def new_agent_token() -> str:
     return AGENT_TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+class CreateAgentInput(TypedDict):
+    """`createAgent`'s input as Ariadne hands it over (its defaults filled in), not yet
+    judged: the checks below do."""
+
+    instance_id: str
+    callback_url: str
+    description: str
 
 
 def check_instance_id(value: Any) -> str:
@@ -56,7 +65,7 @@ class Agents:
     clock: Clock
     allow_private: bool
 
-    async def create(self, fields: dict[str, Any], admin: Admin) -> tuple[int, str]:
+    async def create(self, fields: CreateAgentInput, admin: Admin) -> tuple[int, str]:
         instance_id = check_instance_id(fields.get("instance_id"))
         try:
             callback_url = check_url(

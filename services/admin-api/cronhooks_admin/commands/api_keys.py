@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import asyncpg
 
@@ -29,6 +29,13 @@ def new_api_key() -> str:
     return API_KEY_PREFIX + secrets.token_urlsafe(32)
 
 
+class CreateApiKeyInput(TypedDict):
+    """`createApiKey`'s input as Ariadne hands it over (its defaults filled in)."""
+
+    name: str  # judged by check_name
+    skip_webhooks: bool
+
+
 def check_name(value: Any) -> str:
     name = value.strip() if isinstance(value, str) else ""
     if not name:
@@ -45,7 +52,7 @@ class ApiKeys:
     pool: asyncpg.Pool
     clock: Clock
 
-    async def create(self, fields: dict[str, Any], admin: Admin) -> tuple[asyncpg.Record, str]:
+    async def create(self, fields: CreateApiKeyInput, admin: Admin) -> tuple[asyncpg.Record, str]:
         """A new key: (its row, the key itself, which is never shown again)."""
         name = check_name(fields.get("name"))
         skip_webhooks = bool(fields.get("skip_webhooks", False))

@@ -12,7 +12,7 @@ of 1 MiB reads 1 MiB of content, not 1 GB.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 import asyncpg
 
@@ -33,6 +33,20 @@ class Wanted(NamedTuple):
     path: str
     event: ChangeEvent
     version: int = 0
+
+
+class Named(TypedDict):
+    path: str
+    event: ChangeEvent
+
+
+class NoteNow(Named):
+    """A wanted change with its note as it is now, as change_payload reads it."""
+
+    version: int
+    content_hash: str | None  # null: the note no longer exists
+    size: int | None  # of the content, UTF-8 bytes
+    content: NotRequired[str | None]  # read where change_payload will show it
 
 
 async def notes_now(
@@ -67,18 +81,25 @@ def payload_now(
 ) -> ChangePayload:
     """The payload of `changes` (their paths and events) with the notes' current version,
     hash and content; a note that no longer exists shows neither hash nor content."""
-    current: list[dict[str, Any]] = []
+    current: list[NoteNow] = []
     for change in changes:
         note = notes.get(change.path)
         if note is None or note["removed"]:
             version = change.version if note is None else note["version"]
             current.append(
-                {**_named(change), "version": version, "content_hash": None, "size": None}
+                {
+                    "path": change.path,
+                    "event": change.event,
+                    "version": version,
+                    "content_hash": None,
+                    "size": None,
+                }
             )
         else:
             current.append(
                 {
-                    **_named(change),
+                    "path": change.path,
+                    "event": change.event,
                     "version": note["version"],
                     "content_hash": note["content_hash"],
                     "size": note["size"],
@@ -88,5 +109,5 @@ def payload_now(
     return change_payload(config, current, cap=cap)
 
 
-def _named(change: Wanted) -> dict[str, Any]:
+def _named(change: Wanted) -> Named:
     return {"path": change.path, "event": change.event}

@@ -10,7 +10,7 @@ right after the mutation sees it). The write is attributed to the admin token's 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -20,6 +20,7 @@ from graphql import GraphQLError
 
 from cronhooks_admin.auth import Admin
 from cronhooks_common.clock import Clock
+from cronhooks_common.note_inputs import HideNotesInput, PushNotesInput
 from cronhooks_common.tokens import AdminWriteTokens
 
 log = structlog.get_logger(__name__)
@@ -73,23 +74,28 @@ class NoteWrites:
         if self._session is not None:
             await self._session.close()
 
-    async def push(self, admin: Admin, fields: dict[str, Any]) -> dict[str, Any]:
+    # Each returns the importer's answer: the mutation's result object (PushNotesPayload,
+    # ..., or ErrorPayload) with snake_case keys, handed to Ariadne as it is (not read here).
+
+    async def push(self, admin: Admin, fields: PushNotesInput) -> dict[str, object]:
         updates = [
             {"path": u["path"], "content": u["content"], "expectedHash": u.get("expected_hash")}
             for u in fields["updates"]
         ]
-        variables: dict[str, Any] = {"input": {"updates": updates}}
+        given: dict[str, object] = {"updates": updates}  # the importer's PushNotesInput
         if fields.get("skip_commit") is not None:
-            variables["input"]["skipCommit"] = fields["skip_commit"]
-        return await self._call(admin, PUSH, variables)
+            given["skipCommit"] = fields["skip_commit"]
+        return await self._call(admin, PUSH, {"input": given})
 
-    async def commit(self, admin: Admin) -> dict[str, Any]:
+    async def commit(self, admin: Admin) -> dict[str, object]:
         return await self._call(admin, COMMIT, {})
 
-    async def hide(self, admin: Admin, fields: dict[str, Any]) -> dict[str, Any]:
+    async def hide(self, admin: Admin, fields: HideNotesInput) -> dict[str, object]:
         return await self._call(admin, HIDE, {"input": {"paths": list(fields["paths"])}})
 
-    async def _call(self, admin: Admin, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+    async def _call(
+        self, admin: Admin, query: str, variables: Mapping[str, object]
+    ) -> dict[str, object]:
         assert self._session is not None, "NoteWrites.start() was not awaited"
         token = self._tokens.mint(actor=admin.actor, now=self._clock.now())
         try:

@@ -10,9 +10,10 @@ a new `fire_at` replaces the old one in place: never zero timers, never two.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import asyncpg
 
@@ -30,7 +31,10 @@ MAX_DEDUP_KEY = 500
 MAX_FIRE_AT = 64  # far more than any ISO 8601 spelling of an instant needs
 
 
-def check_job_id(value: Any) -> str:
+# The checks take a request body's values as they came (any JSON), and judge the type too.
+
+
+def check_job_id(value: object) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_JOB_ID:
         raise InputError("job_id", f"must be a string of 1 to {MAX_JOB_ID} characters")
     if not value.isprintable():
@@ -38,7 +42,7 @@ def check_job_id(value: Any) -> str:
     return value
 
 
-def check_fire_at(value: Any) -> datetime:
+def check_fire_at(value: object) -> datetime:
     if not isinstance(value, str) or len(value) > MAX_FIRE_AT:
         raise InputError(
             "fire_at",
@@ -54,7 +58,7 @@ def check_fire_at(value: Any) -> datetime:
     return moment
 
 
-def check_callback_url(value: Any, default: str, *, allow_private: bool) -> str:
+def check_callback_url(value: object, default: str, *, allow_private: bool) -> str:
     # Absent, null or "": the agent's own. Any other value is checked (0 or false is no URL).
     callback = default if value is None or value == "" else value
     if not isinstance(callback, str):
@@ -65,10 +69,10 @@ def check_callback_url(value: Any, default: str, *, allow_private: bool) -> str:
         raise InputError("agent_callback_url", exc.reason) from None
 
 
-def check_dedup_key(value: Any) -> str | None:
-    if value is not None and (
-        not isinstance(value, str) or len(value) > MAX_DEDUP_KEY or not value.isprintable()
-    ):
+def check_dedup_key(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > MAX_DEDUP_KEY or not value.isprintable():
         raise InputError("dedup_key", f"must be a string of at most {MAX_DEDUP_KEY} characters")
     return value
 
@@ -96,15 +100,27 @@ class Provision:
         )
 
 
+class ArmedJob(TypedDict):
+    """An armed job as `GET /api/agent-cron/list` answers it."""
+
+    job_id: str
+    fire_at: str
+    schedule_id: str
+    agent_callback_url: str
+
+
 def check_provision(
-    body: dict[str, Any], default_callback: str, *, allow_private: bool
+    body: Mapping[str, object], default_callback: str, *, allow_private: bool
 ) -> Provision:
+    """The provision body (any JSON object): each field checked, type and value."""
     job_id = check_job_id(body.get("job_id"))
-    fire_at = check_fire_at(body.get("fire_at"))
+    text = body.get("fire_at")
+    fire_at = check_fire_at(text)
+    assert isinstance(text, str)  # check_fire_at took nothing else
     return Provision(
         job_id=job_id,
         fire_at=fire_at,
-        fire_at_text=body["fire_at"],
+        fire_at_text=text,
         callback_url=check_callback_url(
             body.get("agent_callback_url"), default_callback, allow_private=allow_private
         ),
@@ -136,7 +152,7 @@ class Triggers:
     clock: Clock
     allow_private: bool
 
-    async def provision(self, agent: AgentIdentity, body: dict[str, Any]) -> str:
+    async def provision(self, agent: AgentIdentity, body: Mapping[str, object]) -> str:
         wanted = check_provision(body, agent.callback_url, allow_private=self.allow_private)
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(sql.LOCK_JOB, job_stream(agent.id, wanted.job_id))
@@ -177,13 +193,13 @@ class Triggers:
             self.clock.now(),
         )
 
-    async def cancel(self, agent: AgentIdentity, body: dict[str, Any]) -> None:
+    async def cancel(self, agent: AgentIdentity, body: Mapping[str, object]) -> None:
         job_id = check_job_id(body.get("job_id"))
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(sql.LOCK_JOB, job_stream(agent.id, job_id))
             await cancel_armed(conn, agent.id, job_id, agent.actor, self.clock)
 
-    async def jobs(self, agent: AgentIdentity) -> list[dict[str, Any]]:
+    async def jobs(self, agent: AgentIdentity) -> list[ArmedJob]:
         """The agent's armed jobs, as the list answers them."""
         return [
             {

@@ -8,12 +8,14 @@ API answers as BAD_USER_INPUT with `extensions.field`.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict, cast
 from urllib.parse import urlsplit
 
 from cronhooks_admin.errors import InputError
 from cronhooks_common.cron import CronError, CronSchedule, parse_zone
-from cronhooks_common.events import CHANGE, CRON
+from cronhooks_common.events import CHANGE, CRON, ConfigData
+from cronhooks_common.events.webhook import CatchUpPolicy, ConcurrencyPolicy
 from cronhooks_common.globs import pattern_problem
 from cronhooks_common.jitter import MAX_JITTER_SECONDS
 from cronhooks_common.paths import path_problem
@@ -115,7 +117,42 @@ def check_patterns(field: str, patterns: list[str]) -> list[str]:
     return list(patterns)
 
 
-def check_schedule(config: dict[str, Any]) -> None:
+class WebhookInput(TypedDict, total=False):
+    """The `input` of a create or update webhook mutation (either kind, CONTRACT §11) as
+    Ariadne hands it over: snake_case keys, each absent or null unless the SDL requires
+    it, values of the SDL's types but not yet judged (`normalize` does)."""
+
+    id: int  # update
+    secret: str | None
+    idempotency_key: str | None  # create
+    url: str | None
+    instruction: str | None
+    pass_api_key: bool | None
+    timeout_seconds: int | None
+    max_depth: int | None
+    max_retries: int | None
+    enabled: bool | None
+    description: str | None
+    read_patterns: list[str] | None
+    write_patterns: list[str] | None
+    cron_schedule: str | None
+    timezone: str | None
+    concurrency_policy: ConcurrencyPolicy | None
+    catch_up_policy: CatchUpPolicy | None
+    misfire_grace_seconds: int | None
+    execution_group: str | None
+    attach_notes: list[str] | None
+    jitter_seconds: int | None
+    max_deliveries_per_day: int | None  # null: no limit
+    include_patterns: list[str] | None
+    exclude_patterns: list[str] | None
+    on_create: bool | None
+    on_update: bool | None
+    on_remove: bool | None
+    include_content: bool | None
+
+
+def check_schedule(config: ConfigData) -> None:
     try:
         CronSchedule.parse(config["cron_schedule"], config["timezone"])
     except CronError as exc:
@@ -132,16 +169,17 @@ def check_secret(secret: str | None) -> str | None:
     return secret
 
 
-def normalize(
-    fields: dict[str, Any], *, allow_private: bool = True, kind: str = CRON
-) -> dict[str, Any]:
+def normalize(fields: WebhookInput, *, allow_private: bool = True, kind: str = CRON) -> ConfigData:
     """Check every given configuration field of a `kind` webhook (snake_case keys) and
     return them."""
-    out: dict[str, Any] = {}
+    # Read and written by name, field after field: each value of the SDL's type for its
+    # field (Any here), judged by the check that names it before it is kept.
+    given: Mapping[str, Any] = fields
+    out: dict[str, object] = {}
     for key in config_fields(kind):
-        value = fields.get(key)
+        value = given.get(key)
         if value is None:
-            if key in NULLABLE_FIELDS and key in fields:
+            if key in NULLABLE_FIELDS and key in given:
                 out[key] = None  # given as null: clears the limit
             continue
         name = camel(key)
@@ -186,7 +224,7 @@ def normalize(
         out[key] = value
     if out.get("include_patterns") == []:
         raise InputError("includePatterns", "needs at least one pattern, or nothing would match")
-    return out
+    return cast(ConfigData, out)  # keys: config_fields(kind), values checked as above
 
 
 MAX_TRIGGER_PATHS = 1000

@@ -16,6 +16,7 @@ from cronhooks_admin.commands import daily_budget, idempotency
 from cronhooks_admin.commands import queries as sql
 from cronhooks_admin.commands.store import live_webhook, record
 from cronhooks_admin.commands.validation import (
+    WebhookInput,
     camel,
     check_idempotency_key,
     check_schedule,
@@ -29,6 +30,7 @@ from cronhooks_common.events import (
     CHANGE,
     CRON,
     UNSET,
+    ConfigData,
     Kind,
     WebhookConfig,
     WebhookCreated,
@@ -64,9 +66,7 @@ class WebhookCommands:
     default_timezone: str
     allow_private: bool = False
 
-    async def create(
-        self, fields: dict[str, Any], admin: Admin, kind: str = CRON
-    ) -> tuple[int, str]:
+    async def create(self, fields: WebhookInput, admin: Admin, kind: str = CRON) -> tuple[int, str]:
         """Create a `kind` webhook; return (id, secret). An idempotency key seen before
         returns the webhook it created first."""
         key = check_idempotency_key(fields.get("idempotency_key"))
@@ -96,7 +96,7 @@ class WebhookCommands:
             await self._record(conn, webhook_id, 0, created, admin=admin)
         return webhook_id, secret
 
-    async def update(self, fields: dict[str, Any], admin: Admin, kind: str = CRON) -> int:
+    async def update(self, fields: WebhookInput, admin: Admin, kind: str = CRON) -> int:
         webhook_id = int(fields["id"])
         changes = normalize(fields, allow_private=self.allow_private, kind=kind)
         new_secret = check_secret(fields.get("secret"))
@@ -105,9 +105,10 @@ class WebhookCommands:
             config = config_of(state)
             merged = msgspec.structs.replace(config, **changes)
             if kind == CRON and changes.keys() & {"cron_schedule", "timezone"}:
-                check_schedule(msgspec.structs.asdict(merged))
+                settings: ConfigData = msgspec.to_builtins(merged)  # (cron: both are set)
+                check_schedule(settings)
             # A setting added later (executionGroup, ...) is absent from older configs: None.
-            changed = sorted(k for k in changes if changes[k] != setting(config, k))
+            changed = sorted(k for k, v in changes.items() if v != setting(config, k))
             events: list[WebhookUpdated | WebhookSecretRotated] = []
             if changed:
                 events.append(

@@ -7,11 +7,12 @@ from typing import Any
 
 from graphql import GraphQLResolveInfo
 
+from cronhooks_admin.commands.agents import CreateAgentInput
 from cronhooks_admin.graphql import queries as sql
 from cronhooks_admin.graphql.bindables import mutation, query
 from cronhooks_admin.graphql.context import Context
 from cronhooks_admin.graphql.errors import not_found, run_command
-from cronhooks_admin.graphql.shapes import GraphQLInput, GraphQLObject
+from cronhooks_admin.graphql.shapes import GraphQLObject
 
 Info = GraphQLResolveInfo[Context]
 
@@ -35,7 +36,7 @@ async def resolve_agent_triggers(_: Any, info: Info, agent_id: int) -> list[Grap
 
 
 @mutation.field("createAgent")
-async def resolve_create_agent(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
+async def resolve_create_agent(_: Any, info: Info, input: CreateAgentInput) -> GraphQLObject:
     ctx = info.context
     agent_id, token = await run_command(lambda: ctx.commands.agents.create(input, ctx.admin))
     return {"agent": await _agent_row(info, agent_id), "access_token": token}

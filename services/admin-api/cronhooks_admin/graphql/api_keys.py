@@ -6,10 +6,11 @@ from typing import Any
 
 from graphql import GraphQLResolveInfo
 
+from cronhooks_admin.commands.api_keys import CreateApiKeyInput
 from cronhooks_admin.graphql.bindables import mutation, query
 from cronhooks_admin.graphql.context import Context
 from cronhooks_admin.graphql.errors import run_command
-from cronhooks_admin.graphql.shapes import GraphQLInput, GraphQLObject
+from cronhooks_admin.graphql.shapes import GraphQLObject
 
 Info = GraphQLResolveInfo[Context]
 
@@ -20,7 +21,7 @@ async def resolve_api_keys(_: Any, info: Info) -> list[GraphQLObject]:
 
 
 @mutation.field("createApiKey")
-async def resolve_create_api_key(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
+async def resolve_create_api_key(_: Any, info: Info, input: CreateApiKeyInput) -> GraphQLObject:
     ctx = info.context
     row, key = await run_command(lambda: ctx.commands.api_keys.create(input, ctx.admin))
     return {"api_key": dict(row), "key": key}

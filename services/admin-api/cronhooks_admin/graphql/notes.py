@@ -17,9 +17,10 @@ from cronhooks_admin.graphql.bindables import (
     query,
 )
 from cronhooks_admin.graphql.context import Context
-from cronhooks_admin.graphql.shapes import GraphQLInput, GraphQLObject
+from cronhooks_admin.graphql.shapes import GraphQLObject
 from cronhooks_common.globs import glob_to_regex, like_prefix, pattern_problem
 from cronhooks_common.graphql_support import bad_input
+from cronhooks_common.note_inputs import HideNotesInput, PushNotesInput
 from cronhooks_common.paths import path_problem
 
 Info = GraphQLResolveInfo[Context]
@@ -54,7 +55,7 @@ async def resolve_notes(
 
 
 @mutation.field("pushNotes")
-async def resolve_push_notes(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
+async def resolve_push_notes(_: Any, info: Info, input: PushNotesInput) -> GraphQLObject:
     return await info.context.note_writes.push(info.context.admin, input)
 
 
@@ -64,7 +65,7 @@ async def resolve_commit_notes(_: Any, info: Info) -> GraphQLObject:
 
 
 @mutation.field("hideNotes")
-async def resolve_hide_notes(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
+async def resolve_hide_notes(_: Any, info: Info, input: HideNotesInput) -> GraphQLObject:
     return await info.context.note_writes.hide(info.context.admin, input)
 
 

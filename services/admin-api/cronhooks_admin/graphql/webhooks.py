@@ -9,11 +9,12 @@ from typing import Any
 
 from graphql import GraphQLResolveInfo
 
+from cronhooks_admin.commands.validation import WebhookInput
 from cronhooks_admin.graphql import queries as sql
 from cronhooks_admin.graphql.bindables import cron_webhook, mutation, query
 from cronhooks_admin.graphql.context import NEXT_RUNS, Context
 from cronhooks_admin.graphql.errors import not_found, run_command
-from cronhooks_admin.graphql.shapes import GraphQLInput, GraphQLObject
+from cronhooks_admin.graphql.shapes import GraphQLObject
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, CRON
 from cronhooks_common.graphql_support import bad_input
@@ -54,14 +55,14 @@ async def resolve_cron_webhook(_: Any, info: Info, id: int) -> GraphQLObject | N
 
 
 @mutation.field("createCronWebhook")
-async def resolve_create_cron_webhook(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
+async def resolve_create_cron_webhook(_: Any, info: Info, input: WebhookInput) -> GraphQLObject:
     ctx = info.context
     webhook_id, secret = await run_command(lambda: ctx.commands.webhooks.create(input, ctx.admin))
     return {"cron_webhook": await live_webhook_row(ctx, webhook_id, CRON), "secret": secret}
 
 
 @mutation.field("updateCronWebhook")
-async def resolve_update_cron_webhook(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
+async def resolve_update_cron_webhook(_: Any, info: Info, input: WebhookInput) -> GraphQLObject:
     ctx = info.context
     webhook_id = await run_command(lambda: ctx.commands.webhooks.update(input, ctx.admin))
     return {"cron_webhook": await live_webhook_row(ctx, webhook_id, CRON)}
@@ -113,7 +114,7 @@ async def resolve_change_webhook(_: Any, info: Info, id: int) -> GraphQLObject |
 
 
 @mutation.field("createChangeWebhook")
-async def resolve_create_change_webhook(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
+async def resolve_create_change_webhook(_: Any, info: Info, input: WebhookInput) -> GraphQLObject:
     ctx = info.context
     webhook_id, secret = await run_command(
         lambda: ctx.commands.webhooks.create(input, ctx.admin, CHANGE)
@@ -122,7 +123,7 @@ async def resolve_create_change_webhook(_: Any, info: Info, input: GraphQLInput)
 
 
 @mutation.field("updateChangeWebhook")
-async def resolve_update_change_webhook(_: Any, info: Info, input: GraphQLInput) -> GraphQLObject:
+async def resolve_update_change_webhook(_: Any, info: Info, input: WebhookInput) -> GraphQLObject:
     ctx = info.context
     webhook_id = await run_command(lambda: ctx.commands.webhooks.update(input, ctx.admin, CHANGE))
     return {"change_webhook": await live_webhook_row(ctx, webhook_id, CHANGE)}

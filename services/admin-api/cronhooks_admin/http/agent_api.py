@@ -57,7 +57,8 @@ def add_agent_routes(
 
         return wrapper
 
-    async def body_of(request: web.Request) -> dict[str, Any]:
+    async def body_of(request: web.Request) -> dict[str, object]:
+        """The request's JSON object, any fields: the command checks each it reads."""
         try:
             body = loads(await read_body(request, AGENT_CRON_BODY_BYTES), what="request body")
         except BodyRefused as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from cronhooks_admin.errors import InputError
 from cronhooks_common import jsonfast
@@ -94,6 +94,17 @@ def _text(raw: bytes) -> str:
     return storable(raw.decode("utf-8", "replace"))
 
 
+class CallJSON(TypedDict):
+    """A call as the call list shows it."""
+
+    received_at: str
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: object  # body_value: its JSON value, or its text
+
+
 @dataclass(frozen=True, slots=True)
 class Call:
     received_at: str
@@ -103,7 +114,7 @@ class Call:
     headers: dict[str, str]
     raw: bytes
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CallJSON:
         return {
             "received_at": self.received_at,
             "method": self.method,
