@@ -107,7 +107,7 @@ async def _check_events_against_asyncapi(dsn: str) -> None:
     """Every event the services emitted in this test matches docs/asyncapi.yaml and its class."""
     conn = await db.connect(dsn, name="asyncapi-check")
     try:
-        rows = await conn.fetch(f"select {eventstore._COLUMNS} from eventstore.events")
+        rows = await conn.fetch(f"select {eventstore.EVENT_COLUMNS} from eventstore.events")
     finally:
         await conn.close()
     for row in rows:

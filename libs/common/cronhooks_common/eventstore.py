@@ -167,7 +167,7 @@ async def stream_version(conn: asyncpg.Connection | asyncpg.Pool, stream: str) -
 
 async def read_stream(conn: asyncpg.Connection | asyncpg.Pool, stream: str) -> list[Event]:
     rows = await conn.fetch(
-        f"select {_COLUMNS} from {_table_of(stream)}"
+        f"select {EVENT_COLUMNS} from {_table_of(stream)}"
         " where stream = $1 and delivery_id = eventstore.delivery_of($1) order by version",
         stream,
     )
@@ -207,7 +207,7 @@ async def read_all(
 ) -> list[tuple[int, Event]]:
     """Committed history in position order, for replays (not for tailing live writes)."""
     rows = await conn.fetch(
-        f"select position, {_COLUMNS} from eventstore.events"
+        f"select position, {EVENT_COLUMNS} from eventstore.events"
         " where position > $1 order by position limit $2",
         after_position,
         limit,
@@ -215,13 +215,15 @@ async def read_all(
     return [(r["position"], event_from_row(r)) for r in rows]
 
 
-_COLUMNS = (
+# The columns `event_from_row` reads, for readers of the event store elsewhere (tail.py,
+# relay.py, admin-api's live tail).
+EVENT_COLUMNS = (
     "event_id, type, stream, version, occurred_at, data, correlation_id, causation_id,"
     " actor, schema_version"
 )
 
 
-def probe_sql(table: str, column: str, array_type: str, *, columns: str = _COLUMNS) -> str:
+def probe_sql(table: str, column: str, array_type: str, *, columns: str = EVENT_COLUMNS) -> str:
     """A statement for the rows of `table` whose unique `column` is one of the array $1:
     one index probe per key, `k.i` numbering the keys from 1.
 

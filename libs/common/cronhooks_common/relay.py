@@ -56,7 +56,7 @@ from cronhooks_common.broker import (
 from cronhooks_common.buckets import Router, fetch_routed, partition
 from cronhooks_common.clock import wait_set
 from cronhooks_common.events import Event
-from cronhooks_common.eventstore import _COLUMNS, event_from_row, probe_sql
+from cronhooks_common.eventstore import EVENT_COLUMNS, event_from_row, probe_sql
 
 log = structlog.get_logger(__name__)
 
@@ -97,7 +97,7 @@ select exists (
 
 
 def _events_sql(table: str) -> str:
-    return probe_sql(table, "position", "bigint", columns=f"position, {_COLUMNS}")
+    return probe_sql(table, "position", "bigint", columns=f"position, {EVENT_COLUMNS}")
 
 
 def publish_rounds(events: Sequence[Event]) -> list[list[Event]]:

@@ -33,7 +33,7 @@ from cronhooks_common import db
 from cronhooks_common.clock import wait_set
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import Event
-from cronhooks_common.eventstore import _COLUMNS, event_from_row, probe_sql
+from cronhooks_common.eventstore import EVENT_COLUMNS, event_from_row, probe_sql
 from cronhooks_common.relay import NOTIFY_CHANNEL
 
 log = structlog.get_logger(__name__)
@@ -52,7 +52,7 @@ ALL_EVENTS = "eventstore.events"
 KEPT_EVENTS = "eventstore.events_kept"  # the streams kept forever (see buckets.py)
 
 _READ = f"""
-select txid, position, {_COLUMNS} from {{table}}
+select txid, position, {EVENT_COLUMNS} from {{table}}
 where (txid, position) > ($1, $2) and txid < {WATERMARK}
 order by txid, position
 limit $3
@@ -71,13 +71,13 @@ limit $3
 
 def _by_position(table: str) -> str:
     # An index probe per wanted position (eventstore.probe_sql says why not `= any`).
-    columns = f"txid, position, {_COLUMNS}"
+    columns = f"txid, position, {EVENT_COLUMNS}"
     return probe_sql(table, "position", "bigint", columns=columns) + " order by txid, position"
 
 
 # The rest of one transaction's events after a position (it has committed: it was read).
 _REST = f"""
-select txid, position, {_COLUMNS} from {{table}}
+select txid, position, {EVENT_COLUMNS} from {{table}}
 where txid = $1 and position > $2 and type = any($3::text[])
 order by position
 """
@@ -100,7 +100,7 @@ async def read_after(
     """The next committed events after `after`, in (txid, position) order, and the
     checkpoint of the last one (`after` if there were none)."""
     rows = await conn.fetch(_READ.format(table=table), after.txid, after.position, limit)
-    return _events(rows, after)
+    return events_after(rows, after)
 
 
 async def scan_after(
@@ -129,10 +129,12 @@ async def read_rest_of(
     """The events of transaction `at.txid` after `at` (a read that stopped at its limit
     inside a transaction completes it with this), and the checkpoint of the last."""
     rows = await conn.fetch(_REST.format(table=table), at.txid, at.position, list(types))
-    return _events(rows, at)
+    return events_after(rows, at)
 
 
-def _events(rows: list[asyncpg.Record], after: Checkpoint) -> tuple[list[Event], Checkpoint]:
+def events_after(rows: list[asyncpg.Record], after: Checkpoint) -> tuple[list[Event], Checkpoint]:
+    """The events of rows read in (txid, position) order after `after`, and the checkpoint
+    of the last (`after` if there were none)."""
     if not rows:
         return [], after
     return [event_from_row(r) for r in rows], Checkpoint(rows[-1]["txid"], rows[-1]["position"])

@@ -24,8 +24,8 @@ import asyncpg
 
 from cronhooks_common.buckets import DEFAULT, KEPT, partition
 from cronhooks_common.events import Event
-from cronhooks_common.eventstore import _COLUMNS
-from cronhooks_common.tail import WATERMARK, Checkpoint, _events
+from cronhooks_common.eventstore import EVENT_COLUMNS
+from cronhooks_common.tail import WATERMARK, Checkpoint, events_after
 
 EVENTS = "eventstore.events"
 
@@ -33,13 +33,13 @@ EVENTS = "eventstore.events"
 # index seeks and a merge. (As one union ordered and limited outside, Postgres's generic
 # plan read the partitions whole: 7-12 ms a call against 0.3.)
 _BRANCH = f"""
-    (select txid, position, {_COLUMNS} from {{table}}
+    (select txid, position, {EVENT_COLUMNS} from {{table}}
      where (txid, position) > ($1, $2) and txid < {WATERMARK}
      order by txid, position limit $3)"""
 _READ = f"""
 with g as (select generation <> $4 as stale from eventstore.bucket_generation)
 select g.stale, e.* from g left join lateral (
-    select txid, position, {_COLUMNS} from ({{branches}}) u
+    select txid, position, {EVENT_COLUMNS} from ({{branches}}) u
     where not g.stale
     order by txid, position
     limit $3
@@ -81,7 +81,7 @@ class LiveTail:
             if rows and rows[0]["stale"]:
                 self._generation = None  # the partitions changed: load them and read again
                 continue
-            return _events([r for r in rows if r["txid"] is not None], after)
+            return events_after([r for r in rows if r["txid"] is not None], after)
 
     async def held_back(self, conn: asyncpg.Connection, after: Checkpoint) -> bool:
         """As tail.held_back: an advisory answer (look again soon), so a stale set of
