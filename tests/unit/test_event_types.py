@@ -173,3 +173,20 @@ def test_a_type_is_registered_once() -> None:
 
         class _Again(Payload, frozen=True, kw_only=True):
             TYPE: ClassVar[str] = "delivery.requested"
+
+
+def test_the_json_shapes_name_the_fields_of_their_classes() -> None:
+    """ConfigData (a configuration as JSON) and the alert POST's body are TypedDicts beside
+    their classes: a field added to the class must be added to the shape too."""
+    from cronhooks_common.events import ConfigData, WebhookConfig
+    from cronhooks_common.events.alert import AlertFields
+    from cronhooks_dispatcher.alert_messages import AlertBody
+
+    assert set(ConfigData.__optional_keys__) == set(WebhookConfig.__struct_fields__)
+    assert set(AlertBody.__required_keys__) == {
+        *AlertFields.__struct_fields__,
+        "type",
+        "admin_url",
+        "occurred_at",
+        "text",
+    }
