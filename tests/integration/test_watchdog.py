@@ -5,6 +5,7 @@ in-process on the real database and broker, time from a ManualClock."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -80,6 +81,31 @@ async def test_a_request_nobody_handles_is_abandoned_after_its_timeout_plus_60_s
             assert (await finished(r, token, other))["status"] == "success"
         assert [x.body["id"] for x in agent.received] == [other]
         assert await watched(settings.database_url) == 0
+
+
+async def test_a_read_held_back_by_a_running_transaction_is_taken_again_soon(
+    settings: Settings, clock: ManualClock, agent: Agent
+) -> None:
+    """The watchdog reads below the watermark, the server's oldest running transaction: a
+    request committed after a transaction still open (here in the same database; it may be
+    anyone's on the server) is held back. When that transaction ends, the watchdog reads it
+    within moments, not at its next POLL or deadline (the ManualClock here never gets there)."""
+    async with running(settings, clock, names=NO_DISPATCHER) as r:
+        token = await admin_token(settings.database_url)
+        hook, _ = await create_webhook(r, token, agent.url, timeoutSeconds=5)
+        holder = await asyncpg.connect(settings.database_url)
+        try:
+            open_transaction = holder.transaction()
+            await open_transaction.start()
+            await holder.execute("select pg_current_xact_id()")  # older than the request
+            await trigger(r, token, hook)
+            r.services["scheduler"].watchdog.wake()
+            await asyncio.sleep(0.5)  # it read, and found the request held back
+            assert await watched(settings.database_url) == 0
+            await open_transaction.rollback()
+        finally:
+            await holder.close()
+        await eventually(lambda: _is(watched(settings.database_url), 1))
 
 
 async def _is(value: Any, expected: int) -> bool:

@@ -34,6 +34,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
 
 import asyncpg
@@ -61,7 +62,7 @@ from cronhooks_common.events import (
     delivery_fields,
 )
 from cronhooks_common.faults import ABANDONED
-from cronhooks_common.tail import WATERMARK
+from cronhooks_common.tail import HELD_BACK_FIRST, WATERMARK, Checkpoint, held_back
 from cronhooks_scheduler import queries
 
 log = structlog.get_logger(__name__)
@@ -71,6 +72,17 @@ POLL = timedelta(seconds=5)  # between reads: the deadlines are a minute wide
 READ = 5000  # events per read
 ABANDON = 200  # deliveries abandoned per step
 DEFAULT_TIMEOUT = timedelta(seconds=60)  # a delivery whose request the watchdog never read
+
+
+class Then(Enum):
+    """When the watchdog's next step should come."""
+
+    AT_ONCE = "at once"  # more to read or to abandon
+    SOON = "soon"  # committed events wait behind an older transaction
+    LATER = "later"  # at the next POLL, the earliest deadline or a wake
+
+
+AT_ONCE, SOON, LATER = Then.AT_ONCE, Then.SOON, Then.LATER
 
 ABANDONED_TOTAL = Counter(
     "cronhooks_scheduler_deliveries_abandoned_total",
@@ -152,18 +164,25 @@ class Watchdog:
         self._wake.set()
 
     async def run(self) -> None:
-        delay = 0.2
+        delay, patience = 0.2, HELD_BACK_FIRST
         while True:
             try:
-                more = await self.step()
+                then = await self.step()
                 delay = 0.2
             except TRANSIENT_DB_ERRORS as exc:
                 log.warning("watchdog_database_error", error=repr(exc), retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
-            if more:
+            if then is AT_ONCE:
                 continue
+            if then is SOON:
+                # Usually a transaction about to end; one left open for long (a stuck
+                # session, anywhere on the server) must not make us spin: back off.
+                await asyncio.sleep(patience)
+                patience = min(patience * 2, POLL.total_seconds())
+                continue
+            patience = HELD_BACK_FIRST
             self._wake.clear()
             wake_at = self._clock.now() + POLL
             earliest = await self._earliest()
@@ -178,22 +197,26 @@ class Watchdog:
             return None
         return earliest
 
-    async def step(self) -> bool:
+    async def step(self) -> Then:
         """Read what was committed since the last step, then abandon what is overdue, in
-        one transaction; True if there is more to do at once."""
+        one transaction; and say when the next step should come."""
         async with self._pool.acquire() as conn, conn.transaction():
             at = await conn.fetchrow(queries.TAKE_CHECKPOINT)
             if at is None:
-                return False  # another replica's step is under way
+                return LATER  # another replica's step is under way
             rows = await conn.fetch(queries.WATCH_READ.format(watermark=WATERMARK), *at, READ)
+            read_to = Checkpoint(at["txid"], at["position"])
             if rows:
                 await self._apply(conn, rows)
-                last = rows[-1]
-                await conn.execute(queries.MOVE_CHECKPOINT, last["txid"], last["position"])
+                read_to = Checkpoint(rows[-1]["txid"], rows[-1]["position"])
+                await conn.execute(queries.MOVE_CHECKPOINT, read_to.txid, read_to.position)
             if len(rows) == READ:
-                return True  # not caught up: judge nothing before the rest is read
-            abandoned = await self._abandon(conn)
-            return abandoned == ABANDON
+                return AT_ONCE  # not caught up: judge nothing before the rest is read
+            if await self._abandon(conn) == ABANDON:
+                return AT_ONCE
+            # Committed events behind an older transaction still running (the watermark
+            # is the whole server's) are read when it ends: soon, not a POLL later.
+            return SOON if await held_back(conn, read_to) else LATER
 
     async def _apply(self, conn: asyncpg.Connection, rows: list[asyncpg.Record]) -> None:
         streams = sorted({r["stream"] for r in rows})
