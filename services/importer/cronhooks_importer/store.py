@@ -76,10 +76,15 @@ async def apply_changes(
     current = {
         r["path"]: Current(r["content_hash"], r["version"], r["removed"], r["size"]) for r in rows
     }
-    conflicts = [e for c in changes if (e := conflict(c, current.get(c.path))) is not None]
-    if conflicts:
-        raise Rejected(conflicts)
-    changes = await _resolved(conn, changes, current)
+    conflicts = {c.path: e for c in changes if (e := conflict(c, current.get(c.path)))}
+    # Patches are resolved even beside conflicts: every offending change is named, in the
+    # batch's order (a path is in a batch once).
+    ok = [c for c in changes if c.path not in conflicts]
+    resolved, errors = await _resolved(conn, ok, current)
+    if conflicts or errors:
+        named = {**conflicts, **{e.path: e for e in errors}}
+        raise Rejected([named[c.path] for c in changes if c.path in named])
+    changes = resolved
     visible = {path: row.content_hash for path, row in current.items() if row.exists}
     unchanged = noops(changes, visible)
     writes = [c for c in changes if not c.removes and c.path not in unchanged]
@@ -119,20 +124,18 @@ async def apply_changes(
 
 async def _resolved(
     conn: asyncpg.Connection, changes: list[Change], current: dict[str, Current]
-) -> list[Change]:
-    """The batch with every patch resolved against its locked note, or `Rejected`."""
+) -> tuple[list[Change], list[ChangeError]]:
+    """The batch with every patch resolved against its locked note, or the patches' errors
+    (a batch too large to resolve is `Rejected` at once, as a whole)."""
     if not any(c.patch is not None for c in changes):
-        return changes
+        return changes, []
     # The size first, from the rows' sizes: a batch too large is never loaded.
     sizes = {path: row.size for path, row in current.items() if row.exists}
-    errors = too_much(changes, sizes)
-    if errors:
-        raise Rejected(errors)
+    too_large = too_much(changes, sizes)
+    if too_large:
+        raise Rejected(too_large)
     contents = await queries.note_contents(conn, [c.path for c in changes if c.patch])
-    resolved, errors = resolve_patches(changes, contents)
-    if errors:
-        raise Rejected(errors)
-    return resolved
+    return resolve_patches(changes, contents)
 
 
 def _unchanged(path: str, row: Current) -> Applied:
