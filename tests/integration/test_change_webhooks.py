@@ -47,6 +47,17 @@ def answer_with(*changes: dict[str, Any]):  # type: ignore[no-untyped-def]
     return respond
 
 
+def answer_anew(path: str, content: str):  # type: ignore[no-untyped-def]
+    """An agent that writes `path` anew each time (its content names the delivery): the
+    same content again would be a no-op write, which fires nothing (CONTRACT §16.1)."""
+
+    async def respond(_: web.Request, got: Received) -> web.StreamResponse:
+        change = {"path": path, "content": f"{content} ({got.body['id']})"}
+        return web.json_response({"status": "ok", "changes": [change]})
+
+    return respond
+
+
 async def test_the_surface_creates_lists_updates_and_deletes_with_the_cron_rules(
     system: System,
 ) -> None:
@@ -225,9 +236,7 @@ async def test_the_seeds_chain_holds_and_ends(system: System) -> None:
     linter = system.agent.url_for(
         "linter", answer_with({"path": "blog/post.md", "content": "# Post (spelling fixed)"})
     )
-    indexer = system.agent.url_for(
-        "indexer", answer_with({"path": "index.md", "content": "indexed"})
-    )
+    indexer = system.agent.url_for("indexer", answer_anew("index.md", "indexed"))
     await create_change_webhook(
         system,
         system.admin,
@@ -260,7 +269,7 @@ async def test_the_seeds_chain_holds_and_ends(system: System) -> None:
 
 
 async def test_an_agent_that_always_answers_with_an_edit_cannot_loop(system: System) -> None:
-    echo = system.agent.url_for("echo", answer_with({"path": "loop.md", "content": "again"}))
+    echo = system.agent.url_for("echo", answer_anew("loop.md", "again"))
     await create_change_webhook(
         system, system.admin, echo, includePatterns=["loop.md"], maxDepth=3, writePatterns=["*"]
     )

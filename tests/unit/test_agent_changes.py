@@ -72,3 +72,14 @@ def test_an_edit_is_conditional_on_the_version_the_delivery_saw() -> None:
 def test_anything_else_is_refused(body: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         ChangeDelivery.from_body(body)
+
+
+def test_a_sync_answer_can_carry_a_patch() -> None:
+    answer = SyncAnswer().create("new.md", "x").patch("old.md", "draft", "final")
+    answer.patch("h.md", "a", expected_hash="b" * 64)
+    assert answer.to_json()["changes"][1:] == [
+        {"kind": "patch", "path": "old.md", "find": "draft", "replace": "final"},
+        {"kind": "patch", "path": "h.md", "find": "a", "replace": "", "expected_hash": "b" * 64},
+    ]
+    with pytest.raises(ValueError, match="find is required"):
+        SyncAnswer().patch("x.md", "").to_json()

@@ -9,7 +9,7 @@
   recurring jobs and an in-process fallback ticker.
 """
 
-from cronhooks_agent.answers import Change, SyncAnswer
+from cronhooks_agent.answers import Change, Patch, SyncAnswer
 from cronhooks_agent.changes import ChangeDelivery, NoteChange
 from cronhooks_agent.claims import ClaimStore, PostgresClaimStore, SqliteClaimStore
 from cronhooks_agent.client import AuthRejected, CronClient, Diff, PlatformUnavailable
@@ -29,6 +29,7 @@ __all__ = [
     "FireVerifier",
     "Job",
     "NoteChange",
+    "Patch",
     "PlatformUnavailable",
     "PostgresClaimStore",
     "SignatureError",

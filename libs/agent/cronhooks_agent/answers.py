@@ -20,12 +20,22 @@ class ChangeJSON(TypedDict):
     expected_hash: NotRequired[str]  # absent: overwrite
 
 
+class PatchJSON(TypedDict):
+    """A patch as the answer carries it (CONTRACT §16.1): `find` replaced once by `replace`."""
+
+    kind: Literal["patch"]
+    path: str
+    find: str
+    replace: str
+    expected_hash: NotRequired[str]  # absent: patch whatever the note's version
+
+
 class SyncAnswerJSON(TypedDict):
     """The answer's body (CONTRACT §4)."""
 
     status: Literal["ok", "partial", "error"]
     message: str
-    changes: NotRequired[list[ChangeJSON]]  # absent: none
+    changes: NotRequired[list[ChangeJSON | PatchJSON]]  # absent: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +52,35 @@ class Change:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """Replace the one occurrence of `find` in the note by `replace` (CONTRACT §16.1): the
+    note must exist and hold `find` exactly once, else the whole answer is rejected."""
+
+    path: str
+    find: str
+    replace: str = ""
+    expected_hash: str | None = None  # a hash: only if the note is still that version
+
+    def to_json(self) -> PatchJSON:
+        if not self.find:
+            raise ValueError("find is required for a patch")
+        out: PatchJSON = {
+            "kind": "patch",
+            "path": self.path,
+            "find": self.find,
+            "replace": self.replace,
+        }
+        if self.expected_hash is not None:
+            out["expected_hash"] = self.expected_hash
+        return out
+
+
 @dataclass
 class SyncAnswer:
     status: Literal["ok", "partial", "error"] = "ok"
     message: str = ""
-    changes: list[Change] = field(default_factory=list)
+    changes: list[Change | Patch] = field(default_factory=list)
 
     def create(self, path: str, content: str) -> SyncAnswer:
         self.changes.append(Change(path, content, ""))
@@ -54,6 +88,14 @@ class SyncAnswer:
 
     def update(self, path: str, content: str, *, previous_content: str) -> SyncAnswer:
         self.changes.append(Change(path, content, content_hash(previous_content)))
+        return self
+
+    def patch(
+        self, path: str, find: str, replace: str = "", *, expected_hash: str | None = None
+    ) -> SyncAnswer:
+        """Replace `find` (exactly once in the note) by `replace`: a small edit without
+        sending the whole note back."""
+        self.changes.append(Patch(path, find, replace, expected_hash))
         return self
 
     def to_json(self) -> SyncAnswerJSON:

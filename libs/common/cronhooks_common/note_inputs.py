@@ -10,8 +10,11 @@ from typing import NotRequired, TypedDict
 
 class PushNoteInput(TypedDict):
     path: str
-    content: str
+    content: NotRequired[str | None]  # required unless kind is "patch" (CONTRACT §16.1)
     expected_hash: NotRequired[str | None]  # absent or null: write unconditionally
+    kind: NotRequired[str | None]  # absent, "", "upsert", "write" or "patch"
+    find: NotRequired[str | None]  # patch: the text to replace, once in the note
+    replace: NotRequired[str | None]  # patch: what replaces it (absent or null: "")
 
 
 class PushNotesInput(TypedDict):

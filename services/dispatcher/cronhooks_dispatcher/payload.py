@@ -24,12 +24,29 @@ RESPONSE_SCHEMA: Mapping[str, object] = {
             "type": "array",
             "items": {
                 "type": "object",
+                # CONTRACT §16.1: a write carries content; a patch, find and replace. Said
+                # in descriptions, not if/then: schema-guided model outputs often refuse
+                # conditional schemas.
                 "properties": {
+                    "kind": {
+                        "type": "string",
+                        "enum": ["", "upsert", "write", "patch"],
+                        "description": "absent, '', upsert or write: content; patch: find/replace",
+                    },
                     "path": {"type": "string"},
-                    "content": {"type": "string"},
+                    "content": {"type": "string", "description": "required unless kind is patch"},
                     "expected_hash": {"type": "string"},
+                    "find": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "patch: occurs exactly once in the note's content",
+                    },
+                    "replace": {
+                        "type": "string",
+                        "description": "patch: replaces find; default ''",
+                    },
                 },
-                "required": ["path", "content"],
+                "required": ["path"],
             },
         },
     },

@@ -35,6 +35,7 @@ from cronhooks_common.paths import path_problem
 from cronhooks_common.refusals import log_refused
 from cronhooks_importer.agent_notes import AgentNotes, WriteResult
 from cronhooks_importer.callers import Caller, Callers, Unauthorized
+from cronhooks_importer.rules import CONTENT_REQUIRED
 
 MAX_ERRORS_IN_MESSAGE = 5
 
@@ -103,12 +104,11 @@ def _error_payload(result: WriteResult) -> dict[str, object]:
 @mutation.field("pushNotes")
 async def resolve_push_notes(_: Any, info: Info, input: PushNotesInput) -> Any:
     caller, notes = _ctx(info)
-    updates = [
-        {"path": u["path"], "content": u["content"], "expected_hash": u.get("expected_hash")}
-        for u in input["updates"]
-    ]
-    stage = bool(input.get("skip_commit"))
-    result = await (notes.stage(caller, updates) if stage else notes.push(caller, updates))
+    # Change items as the token API takes them (the same keys, snake_case): the rules judge
+    # every value, and a write without content is refused with GraphQL's own wording.
+    updates = [dict(u) for u in input["updates"]]
+    write = notes.stage if input.get("skip_commit") else notes.push
+    result = await write(caller, updates, no_content=CONTENT_REQUIRED)
     if result.errors:
         return _error_payload(result)
     return {

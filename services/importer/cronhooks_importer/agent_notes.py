@@ -28,6 +28,7 @@ from cronhooks_importer import queries
 from cronhooks_importer.callers import Caller
 from cronhooks_importer.imports import BATCHES, apply_batch, too_deep, verdict
 from cronhooks_importer.rules import (
+    CONTENT_NOT_STRING,
     Change,
     ChangeError,
     batch_limits,
@@ -77,9 +78,12 @@ class AgentNotes:
 
     # --- writes --------------------------------------------------------------------------
 
-    async def push(self, caller: Caller, raw: Any) -> WriteResult:
-        """Write a batch of {path, content, expected_hash} at once."""
-        changes, errors = parse_changes(raw, may_write=caller.may_write)
+    async def push(
+        self, caller: Caller, raw: Any, *, no_content: str = CONTENT_NOT_STRING
+    ) -> WriteResult:
+        """Write a batch of {kind, path, content, expected_hash, find, replace} at once
+        (`no_content`: the error of a write without content)."""
+        changes, errors = parse_changes(raw, may_write=caller.may_write, no_content=no_content)
         async with self.pool.acquire() as conn, conn.transaction():
             return await self._apply(conn, caller, changes, errors, operation="push")
 
@@ -89,10 +93,13 @@ class AgentNotes:
         async with self.pool.acquire() as conn, conn.transaction():
             return await self._apply(conn, caller, changes, errors, operation="hide")
 
-    async def stage(self, caller: Caller, raw: Any) -> WriteResult:
+    async def stage(
+        self, caller: Caller, raw: Any, *, no_content: str = CONTENT_NOT_STRING
+    ) -> WriteResult:
         """Check a batch and keep it for `commit`; a path staged again replaces its update.
-        Hash conflicts are decided at commit, against the notes as they are then."""
-        changes, errors = parse_changes(raw, may_write=caller.may_write)
+        Hash conflicts and patches are decided at commit, against the notes as they are
+        then."""
+        changes, errors = parse_changes(raw, may_write=caller.may_write, no_content=no_content)
         errors = errors or too_deep(caller.depth, caller.max_depth)
         if errors:
             _log_refused("stage", caller, errors)
@@ -104,7 +111,11 @@ class AgentNotes:
                 conn, caller.stage_owner, changes, now=now, expires_at=caller.expires_at
             )
             ids = await queries.note_ids(conn, [c.path for c in changes])
-        staged = [Applied(c.path, content_hash(c.content or ""), 0, "staged") for c in changes]
+        # A staged patch has no content hash yet: it depends on the note at commit.
+        staged = [
+            Applied(c.path, "" if c.content is None else content_hash(c.content), 0, "staged")
+            for c in changes
+        ]
         return WriteResult(applied=staged, ids=ids)
 
     async def commit(self, caller: Caller) -> WriteResult:

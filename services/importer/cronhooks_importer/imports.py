@@ -97,8 +97,9 @@ def verdict(
     closes: ImportFields, applied: list[Applied], errors: list[ChangeError]
 ) -> NotesImported | NotesRejected:
     """`notes.imported` with what was applied, or `notes.rejected` with why: the event that
-    closes an import (which one: `closes`), from a synchronous answer or a push alike."""
+    closes an import (which one: `closes`), from a synchronous answer or a push alike.
+    A no-op write made no version, so it is not listed (CONTRACT §16.1)."""
     fields = msgspec.structs.asdict(closes)  # what is UNSET there stays left out
     if errors:
         return NotesRejected(**fields, errors=[e.refused for e in errors])
-    return NotesImported(**fields, applied=[a.change for a in applied])
+    return NotesImported(**fields, applied=[a.change for a in applied if a.changed])

@@ -7,22 +7,45 @@
 - `importer.change_webhooks`, `importer.change_requests`, `importer.change_matcher_checkpoint`:
   the change matcher's copy of the change webhooks, its claims, and where it stands.
 
-Functions run inside the caller's transaction (the connection it passes) and take and
-return plain values: the rules about them live with their callers.
+The change matcher's statements live in matcher_queries.py (re-exported here, so every
+statement is still `queries.…`). Functions run inside the caller's transaction (the
+connection it passes) and take and return plain values: the rules about them live with
+their callers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import asyncpg
 
-from cronhooks_common.tail import Checkpoint
+from cronhooks_importer.matcher_queries import (
+    change_webhook_config,
+    change_webhook_configs,
+    claim_change_requests,
+    forget_change_webhook,
+    keep_change_webhook,
+    matcher_checkpoint,
+    move_matcher_checkpoint,
+    try_lock_matcher,
+)
+from cronhooks_importer.patches import Patch
 from cronhooks_importer.rules import Change, content_hash
 
 Db: TypeAlias = asyncpg.Connection | asyncpg.Pool
+
+__all__ = [
+    "change_webhook_config",
+    "change_webhook_configs",
+    "claim_change_requests",
+    "forget_change_webhook",
+    "keep_change_webhook",
+    "matcher_checkpoint",
+    "move_matcher_checkpoint",
+    "try_lock_matcher",
+]
 
 # --- importer.notes ----------------------------------------------------------------------
 
@@ -31,11 +54,21 @@ async def lock_notes(conn: asyncpg.Connection, paths: Sequence[str]) -> list[asy
     """The rows of `paths` that exist (hidden ones too), locked in path order: two batches
     lock their common rows in the same order, so they cannot deadlock."""
     rows: list[asyncpg.Record] = await conn.fetch(
-        "select path, content_hash, version, removed from importer.notes"
-        " where path = any($1::text[]) order by path for update",
+        "select path, content_hash, version, removed, octet_length(content) as size"
+        " from importer.notes where path = any($1::text[]) order by path for update",
         sorted(paths),
     )
     return rows
+
+
+async def note_contents(conn: asyncpg.Connection, paths: Sequence[str]) -> dict[str, str]:
+    """The content of the visible notes among `paths` (rows the caller has locked: what a
+    patch applies to is what the batch writes over)."""
+    rows = await conn.fetch(
+        "select path, content from importer.notes where path = any($1::text[]) and not removed",
+        list(paths),
+    )
+    return {r["path"]: r["content"] for r in rows}
 
 
 async def write_notes(
@@ -151,12 +184,13 @@ async def stage_changes(
     await conn.execute(
         """
         insert into importer.staged_changes
-            (owner, path, content, expected_hash, staged_at, expires_at)
-        select $1, p, c, h, $5, $6
-        from unnest($2::text[], $3::text[], $4::text[]) as x(p, c, h)
+            (owner, path, content, expected_hash, staged_at, expires_at, find, replace)
+        select $1, p, c, h, $5, $6, f, r
+        from unnest($2::text[], $3::text[], $4::text[], $7::text[], $8::text[]) as x(p, c, h, f, r)
         on conflict (owner, path) do update set
             content = excluded.content, expected_hash = excluded.expected_hash,
-            staged_at = excluded.staged_at, expires_at = excluded.expires_at
+            staged_at = excluded.staged_at, expires_at = excluded.expires_at,
+            find = excluded.find, replace = excluded.replace
         """,
         owner,
         [c.path for c in changes],
@@ -164,13 +198,16 @@ async def stage_changes(
         [c.expected_hash for c in changes],
         now,
         expires_at,
+        [c.patch.find if c.patch else None for c in changes],
+        [c.patch.replace if c.patch else None for c in changes],
     )
 
 
 async def staged_size(conn: asyncpg.Connection, owner: str) -> tuple[int, int]:
     """(changes, bytes of content) `owner` has staged: from the sizes, nothing loaded."""
     row = await conn.fetchrow(
-        "select count(*) as changes, coalesce(sum(octet_length(content)), 0) as size"
+        "select count(*) as changes, coalesce(sum(coalesce(octet_length(content), 0)"
+        " + coalesce(octet_length(find), 0) + coalesce(octet_length(replace), 0)), 0) as size"
         " from importer.staged_changes where owner = $1",
         owner,
     )
@@ -180,11 +217,19 @@ async def staged_size(conn: asyncpg.Connection, owner: str) -> tuple[int, int]:
 async def staged_changes(conn: asyncpg.Connection, owner: str) -> list[Change]:
     """What `owner` staged, by path, locked until the commit ends."""
     rows = await conn.fetch(
-        "select path, content, expected_hash from importer.staged_changes"
+        "select path, content, expected_hash, find, replace from importer.staged_changes"
         " where owner = $1 order by path for update",
         owner,
     )
-    return [Change(r["path"], r["content"], r["expected_hash"]) for r in rows]
+    return [
+        Change(
+            r["path"],
+            r["content"],
+            r["expected_hash"],
+            None if r["find"] is None else Patch(r["find"], r["replace"]),
+        )
+        for r in rows
+    ]
 
 
 async def unstage(conn: asyncpg.Connection, owner: str, paths: Sequence[str]) -> None:
@@ -213,78 +258,3 @@ async def live_api_key(db: Db, key_hash: str) -> asyncpg.Record | None:
         key_hash,
     )
     return record
-
-
-# --- the change matcher ------------------------------------------------------------------
-
-
-async def try_lock_matcher(conn: asyncpg.Connection, lock: int) -> bool:
-    """The matcher's advisory lock for this transaction, if no other replica holds it."""
-    return bool(await conn.fetchval("select pg_try_advisory_xact_lock($1)", lock))
-
-
-async def matcher_checkpoint(conn: asyncpg.Connection) -> Checkpoint:
-    row = await conn.fetchrow("select txid, position from importer.change_matcher_checkpoint")
-    return Checkpoint(row["txid"], row["position"])
-
-
-async def move_matcher_checkpoint(conn: asyncpg.Connection, to: Checkpoint) -> None:
-    await conn.execute(
-        "update importer.change_matcher_checkpoint set txid = $1, position = $2",
-        to.txid,
-        to.position,
-    )
-
-
-async def change_webhook_configs(conn: asyncpg.Connection) -> list[tuple[int, Any]]:
-    """(webhook id, configuration as its events carried it) of every kept change webhook."""
-    rows = await conn.fetch("select webhook_id, config from importer.change_webhooks")
-    return [(r["webhook_id"], r["config"]) for r in rows]
-
-
-async def change_webhook_config(conn: asyncpg.Connection, webhook_id: int) -> Any:
-    """The kept configuration of one change webhook (None if it has none)."""
-    return await conn.fetchval(
-        "select config from importer.change_webhooks where webhook_id = $1", webhook_id
-    )
-
-
-async def keep_change_webhook(conn: asyncpg.Connection, webhook_id: int, config: Any) -> None:
-    await conn.execute(
-        """
-        insert into importer.change_webhooks (webhook_id, config) values ($1, $2)
-        on conflict (webhook_id) do update set config = excluded.config
-        """,
-        webhook_id,
-        config,
-    )
-
-
-async def forget_change_webhook(conn: asyncpg.Connection, webhook_id: int) -> None:
-    await conn.execute("delete from importer.change_webhooks where webhook_id = $1", webhook_id)
-
-
-async def claim_change_requests(
-    conn: asyncpg.Connection,
-    claims: Sequence[tuple[int, str, datetime]],
-    *,
-    now: datetime,
-) -> dict[tuple[int, str], int]:
-    """Claim each (webhook id, batch id, batch time) in one statement, with a new delivery
-    id; returns (webhook id, batch id) → delivery id for the claims won. One lost was
-    claimed before (a replay, another replica): the primary key never grants it twice."""
-    rows = await conn.fetch(
-        """
-        insert into importer.change_requests
-            (webhook_id, batch_id, batch_at, delivery_id, requested_at)
-        select w, b, t, nextval('eventstore.delivery_ids'), $3
-        from unnest($1::bigint[], $2::uuid[], $4::timestamptz[]) as x(w, b, t)
-        on conflict (webhook_id, batch_id, batch_at) do nothing
-        returning webhook_id, batch_id::text as batch_id, delivery_id
-        """,
-        [webhook_id for webhook_id, _, _ in claims],
-        [batch_id for _, batch_id, _ in claims],
-        now,
-        [batch_at for _, _, batch_at in claims],
-    )
-    return {(r["webhook_id"], r["batch_id"]): r["delivery_id"] for r in rows}

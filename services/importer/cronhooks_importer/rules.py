@@ -1,8 +1,9 @@
-"""The rules a batch of note changes must pass (CONTRACT §5, §15). Pure.
+"""The rules a batch of note changes must pass (CONTRACT §5, §15, §16.1). Pure.
 
 Every change is checked and every violation reported (one error per offending change);
-the caller writes nothing unless the whole batch passes. A batch holds writes (content)
-and removals (`content` None: the note is hidden).
+the caller writes nothing unless the whole batch passes. A batch holds writes (content),
+patches (find/replace, resolved against the locked note by store.py) and removals
+(neither: the note is hidden).
 
 Every way into the store — a push, a staged push, a commit of what was staged, a removal,
 an agent's answer — passes the same batch rules (`Batch`): each path at most once, each
@@ -12,10 +13,6 @@ and 2 MiB of content in all (the most one push can carry).
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,8 +21,10 @@ from typing import Any
 from cronhooks_common.events import ChangeRefused, storable
 from cronhooks_common.globs import matches_any
 from cronhooks_common.paths import MAX_PATH_BYTES, path_problem
+from cronhooks_importer.hashes import content_hash, normalize_hash, parse_expected
+from cronhooks_importer.patches import FIND_REQUIRED, PATCH, Patch, kind_problem
 
-__all__ = ["MAX_PATH_BYTES", "path_problem"]
+__all__ = ["MAX_PATH_BYTES", "content_hash", "normalize_hash", "path_problem"]
 
 MAX_NOTE_BYTES = 1 << 20  # 1 MiB per note
 MAX_BATCH_CHANGES = 1000
@@ -35,19 +34,25 @@ MAX_BATCH_BYTES = 2 << 20
 TOO_MANY_CHANGES = f"at most {MAX_BATCH_CHANGES:,} changes in a batch"
 TOO_MANY_BYTES = f"at most {MAX_BATCH_BYTES >> 20} MiB of content in a batch"
 TWICE = "path appears twice in the batch"
-_HEX_HASH = re.compile(r"^[0-9a-f]{64}$")
-_BASE64URL_HASH = re.compile(r"^[A-Za-z0-9_-]{43}=?$")
 
 
 @dataclass(frozen=True, slots=True)
 class Change:
     path: str  # normalised (NFC)
-    content: str | None  # None: remove (hide) the note
+    content: str | None  # None: remove (hide) the note, unless it is a patch
     expected_hash: str | None  # None: no check; "": must not exist; else the current hash (hex)
+    patch: Patch | None = None  # kind "patch": content is None until store.py resolves it
 
     @property
     def removes(self) -> bool:
-        return self.content is None
+        return self.content is None and self.patch is None
+
+    @property
+    def size(self) -> int:
+        """The bytes of content the change carries (a patch: its find and replace)."""
+        if self.patch is not None:
+            return len(self.patch.find.encode()) + len(self.patch.replace.encode())
+        return len(self.content.encode()) if self.content is not None else 0
 
 
 INVALID, TOO_LARGE, FORBIDDEN, CONFLICT, MISSING = (
@@ -59,7 +64,20 @@ INVALID, TOO_LARGE, FORBIDDEN, CONFLICT, MISSING = (
 )
 
 
-_FIELDS = ("path", "content", "expected_hash", "changes", "paths", "depth")
+_FIELDS = (
+    "path",
+    "content",
+    "expected_hash",
+    "changes",
+    "paths",
+    "depth",
+    "kind",
+    "find",
+    "replace",
+)
+CONTENT_NOT_STRING = "content must be a string"
+# GraphQL's PushNoteInput: content may be left out, but only by a patch (CONTRACT §16.1).
+CONTENT_REQUIRED = "content is required unless kind is patch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +93,8 @@ class ChangeError:
         first = self.error.split(" ", 1)[0]
         if first in _FIELDS:
             return first
+        if self.error.startswith("unknown change kind"):
+            return "kind"
         return "path" if self.path and not self.path.startswith("#") else "changes"
 
     @property
@@ -95,41 +115,6 @@ def _is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def content_hash(content: str) -> str:
-    return hashlib.sha256(content.encode()).hexdigest()
-
-
-def normalize_hash(value: str) -> str | None:
-    """An `expected_hash` as lowercase hex, or None if it names no SHA-256 digest.
-
-    Accepted: lowercase hex (as `contentHash` is shown) or base64url, padded or not
-    (trip2g's `base64.URLEncoding` of the digest): both name the same 32 bytes."""
-    if _HEX_HASH.match(value):
-        return value
-    if _BASE64URL_HASH.match(value):
-        try:
-            digest = base64.urlsafe_b64decode(value.rstrip("=") + "=")
-        except (binascii.Error, ValueError):
-            return None
-        return digest.hex() if len(digest) == 32 else None
-    return None
-
-
-HASH_RULE = "expected_hash must be empty, 64 lowercase hex characters or base64url of SHA-256"
-
-
-def parse_expected(expected: Any) -> tuple[str | None, str | None]:
-    """(normalised expected hash, problem): None stays None (no check), "" stays ""."""
-    if expected is None:
-        return None, None
-    if not isinstance(expected, str):
-        return None, "expected_hash must be a string"
-    if expected == "":
-        return "", None
-    normalised = normalize_hash(expected)
-    return (normalised, None) if normalised is not None else (None, HASH_RULE)
 
 
 MayWrite = Callable[[str], bool]
@@ -162,11 +147,10 @@ class Batch:
         self._count = 0
         self._size = 0
 
-    def admit(
-        self, path: str, content: str | None, problem: str | None = None
-    ) -> ChangeError | None:
-        """What is wrong with one more change, if anything: its own `problem` as parsed
-        (path, content, expected_hash) first, then the batch's rules."""
+    def admit(self, path: str, size: int, problem: str | None = None) -> ChangeError | None:
+        """What is wrong with one more change of `size` bytes, if anything: its own
+        `problem` as parsed (path, kind, content, expected_hash) first, then the batch's
+        rules."""
         twice = path in self._seen
         self._seen.add(path)
         self._count += 1
@@ -174,7 +158,6 @@ class Batch:
             return ChangeError(path, problem)
         if twice:
             return ChangeError(path, TWICE)
-        size = len(content.encode()) if content is not None else 0
         self._size += size
         if size > MAX_NOTE_BYTES:
             return ChangeError(path, f"content is larger than {MAX_NOTE_BYTES} bytes", TOO_LARGE)
@@ -191,7 +174,7 @@ def check_batch(changes: Sequence[Change], *, may_write: MayWrite) -> list[Chang
     """The batch rules over changes already parsed (`commitNotes`: what was staged, checked
     again as the batch it now is, under the writer's patterns as they are now)."""
     batch = Batch(may_write)
-    errors = [e for c in changes if (e := batch.admit(c.path, c.content)) is not None]
+    errors = [e for c in changes if (e := batch.admit(c.path, c.size)) is not None]
     return batch.close(errors)
 
 
@@ -200,9 +183,12 @@ def _too_many(raw: list[Any]) -> list[ChangeError]:
     return batch_limits(len(raw), 0)
 
 
-def parse_changes(raw: Any, *, may_write: MayWrite) -> tuple[list[Change], list[ChangeError]]:
-    """Validate a batch of writes as received (JSON); return the changes and every error.
-    `may_write` says which paths the writer may write (its patterns)."""
+def parse_changes(
+    raw: Any, *, may_write: MayWrite, no_content: str = CONTENT_NOT_STRING
+) -> tuple[list[Change], list[ChangeError]]:
+    """Validate a batch of writes and patches as received (JSON); return the changes and
+    every error. `may_write` says which paths the writer may write (its patterns);
+    `no_content` is the error of a write without content (absent or null)."""
     if not isinstance(raw, list):
         return [], [ChangeError("", "changes must be an array")]
     if too_many := _too_many(raw):
@@ -214,29 +200,53 @@ def parse_changes(raw: Any, *, may_write: MayWrite) -> tuple[list[Change], list[
         if not isinstance(item, dict):
             errors.append(ChangeError(f"#{index}", "a change must be an object"))
             continue
-        path, content = item.get("path"), item.get("content")
+        path = item.get("path")
         if not isinstance(path, str):
             errors.append(ChangeError(f"#{index}", "path must be a string"))
             continue
         path = unicodedata.normalize("NFC", path) if _is_utf8(path) else path
         expected, problem = parse_expected(item.get("expected_hash"))
-        problem = path_problem(path) or _content_problem(content) or problem
-        error = batch.admit(path, content if problem is None else None, problem)
+        change, own = _parse_item(item, path, expected, no_content)
+        problem = path_problem(path) or own or problem
+        error = batch.admit(path, change.size if problem is None else 0, problem)
         if error is not None:
             errors.append(error)
             continue
-        assert isinstance(content, str)
-        changes.append(Change(path, content, expected))
+        changes.append(change)
     return changes, batch.close(errors)
 
 
-def _content_problem(content: Any) -> str | None:
-    if not isinstance(content, str):
-        return "content must be a string"
-    if not _is_utf8(content):
-        return "content is not valid Unicode text (lone surrogate)"
-    if "\x00" in content:
-        return "content must not contain NUL characters"
+def _parse_item(
+    item: dict[str, Any], path: str, expected: str | None, no_content: str
+) -> tuple[Change, str | None]:
+    """One change of its kind, or what is wrong with its kind, content, find or replace."""
+    kind = item.get("kind")
+    if problem := kind_problem(kind):
+        return Change(path, None, expected), problem
+    if kind != PATCH:
+        content = item.get("content")
+        if content is None:
+            return Change(path, None, expected), no_content
+        problem = _text_problem("content", content)
+        return Change(path, content if problem is None else None, expected), problem
+    find, replace = item.get("find"), item.get("replace")
+    replace = "" if replace is None else replace
+    problem = (
+        FIND_REQUIRED if find is None or find == "" else _text_problem("find", find)
+    ) or _text_problem("replace", replace)
+    if problem is not None:
+        return Change(path, None, expected), problem
+    assert isinstance(find, str) and isinstance(replace, str)
+    return Change(path, None, expected, Patch(find, replace)), None
+
+
+def _text_problem(name: str, text: Any) -> str | None:
+    if not isinstance(text, str):
+        return f"{name} must be a string"
+    if not _is_utf8(text):
+        return f"{name} is not valid Unicode text (lone surrogate)"
+    if "\x00" in text:
+        return f"{name} must not contain NUL characters"
     return None
 
 
@@ -258,7 +268,7 @@ def parse_removals(raw: Any, *, may_write: MayWrite) -> tuple[list[Change], list
         expected, problem = parse_expected(item.get("expected_hash"))
         if problem is None and expected == "":
             problem = "expected_hash must not be empty for a removal (the note must exist)"
-        error = batch.admit(path, None, path_problem(path) or problem)
+        error = batch.admit(path, 0, path_problem(path) or problem)
         if error is not None:
             errors.append(error)
             continue

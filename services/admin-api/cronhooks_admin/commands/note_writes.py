@@ -37,6 +37,9 @@ HIDE = f"""mutation($input: HideNotesInput!) {{ result: hideNotes(input: $input)
   ... on HideNotesPayload {{ paths }} {_ERROR} }} }}"""
 
 
+_INPUT_NAMES = {"expected_hash": "expectedHash"}  # PushNoteInput's other fields are one word
+
+
 def _snake(value: Any) -> Any:
     """The importer's answer with the keys this schema's resolvers read (snake_case)."""
     if isinstance(value, dict):
@@ -78,10 +81,8 @@ class NoteWrites:
     # ..., or ErrorPayload) with snake_case keys, handed to Ariadne as it is (not read here).
 
     async def push(self, admin: Admin, fields: PushNotesInput) -> dict[str, object]:
-        updates = [
-            {"path": u["path"], "content": u["content"], "expectedHash": u.get("expected_hash")}
-            for u in fields["updates"]
-        ]
+        # Each field as given (camelCase again): the importer judges them, patches too.
+        updates = [{_INPUT_NAMES.get(k, k): v for k, v in u.items()} for u in fields["updates"]]
         given: dict[str, object] = {"updates": updates}  # the importer's PushNotesInput
         if fields.get("skip_commit") is not None:
             given["skipCommit"] = fields["skip_commit"]
