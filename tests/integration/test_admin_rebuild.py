@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -15,13 +16,19 @@ from tests.support.inprocess import eventually
 from tests.support.projections import TABLES, quiet, rebuild, snapshot
 from tests.support.system import System
 
+REPORT = {
+    "costs": {"tokens": 120, "usd": 0.001, "bad unit": 1},
+    "logs": [{"ts": "2026-02-09T09:00:00Z", "level": "info", "msg": "m", "data": {"k": [1]}}],
+}
+
 
 async def test_rebuilt_read_models_equal_the_live_ones(system: System) -> None:
     since = system.clock.now()
     answers = iter([500, 200] + [200] * 50)
 
     async def mixed(_: web.Request, __: Received) -> web.StreamResponse:
-        return web.Response(status=next(answers))
+        # CONTRACT §16.1: costs and logs, of a failed answer too, rebuilt as recorded
+        return web.json_response(REPORT, status=next(answers))
 
     async def writer(request: web.Request, __: Received) -> web.StreamResponse:
         body = await request.json()
@@ -31,6 +38,7 @@ async def test_rebuilt_read_models_equal_the_live_ones(system: System) -> None:
                 "changes": [
                     {"path": f"digests/{body['id']}.md", "content": "x", "expected_hash": ""}
                 ],
+                **REPORT,
             }
         )
 
@@ -120,6 +128,11 @@ async def test_rebuilt_read_models_equal_the_live_ones(system: System) -> None:
         (e, "cron", False, False),
     ]
     assert len(live["admin.notes"]) == 3
+    # (the snapshot reads jsonb as its text)
+    reported = [x for x in live["admin.delivery_attempts"] if x["costs"] != "[]"]
+    assert len(reported) == 5  # a's two attempts, b's three
+    logged = [json.loads(x["agent_logs"]) for x in live["admin.attempt_logs"]]
+    assert sorted(len(x) for x in logged if x) == [2] * 5  # the entry, the bad unit's warning
     retried = next(x for x in live["admin.deliveries"] if x["id"] == first)
     assert (retried["attempt"], retried["trigger"]) == (2, "manual")  # retries are attempts
     assert (await rebuild(system.settings)).startswith("replayed ")

@@ -105,6 +105,44 @@ def test_sync_answer_builder() -> None:
     }
 
 
+def test_sync_answer_reports_costs_and_logs_that_the_dispatcher_keeps() -> None:
+    """CONTRACT §16.1: the SDK's costs and logs pass the dispatcher's rules unchanged."""
+    from datetime import UTC, datetime
+
+    from cronhooks_dispatcher.agent_report import of_answer
+
+    at = datetime(2026, 2, 9, 9, 0, 3, tzinfo=UTC)
+    answer = (
+        SyncAnswer(message="digest written")
+        .cost("tokens", 5000)
+        .cost("usd", 0.004)
+        .cost("tokens", 186)
+        .log("info", "read 12 notes", data={"notes": 12}, ts=at)
+        .log("warn", "model retried once")
+    )
+    body = answer.to_json()
+    assert body == {
+        "status": "ok",
+        "message": "digest written",
+        "costs": {"tokens": 5186, "usd": 0.004},
+        "logs": [
+            {
+                "level": "info",
+                "msg": "read 12 notes",
+                "ts": "2026-02-09T09:00:03+00:00",
+                "data": {"notes": 12},
+            },
+            {"level": "warn", "msg": "model retried once"},
+        ],
+    }
+    report = of_answer(dict(body))
+    assert [(c.unit, c.amount) for c in report.costs] == [("tokens", 5186), ("usd", 0.004)]
+    assert [(e.level, e.msg, e.ts) for e in report.logs] == [
+        ("info", "read 12 notes", "2026-02-09T09:00:03+00:00"),
+        ("warn", "model retried once", None),
+    ]
+
+
 def test_the_readme_agent_is_valid_python_using_the_sdk() -> None:
     import re
     from pathlib import Path

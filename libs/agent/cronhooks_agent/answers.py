@@ -1,9 +1,11 @@
-"""The synchronous answer to a cron-webhook delivery (CONTRACT §4)."""
+"""The synchronous answer to a cron-webhook delivery (CONTRACT §4), with what the run cost
+and logged (§16.1)."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal, NotRequired, TypedDict
 
 
@@ -30,12 +32,23 @@ class PatchJSON(TypedDict):
     expected_hash: NotRequired[str]  # absent: patch whatever the note's version
 
 
+class LogJSON(TypedDict):
+    """One log entry as the answer carries it (CONTRACT §16.1)."""
+
+    level: str
+    msg: str
+    ts: NotRequired[str]  # RFC 3339
+    data: NotRequired[object]  # any JSON
+
+
 class SyncAnswerJSON(TypedDict):
-    """The answer's body (CONTRACT §4)."""
+    """The answer's body (CONTRACT §4, §16.1)."""
 
     status: Literal["ok", "partial", "error"]
     message: str
     changes: NotRequired[list[ChangeJSON | PatchJSON]]  # absent: none
+    costs: NotRequired[dict[str, float]]  # {unit: amount}, at most 32 units
+    logs: NotRequired[list[LogJSON]]  # at most 500 entries, 64 KiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +94,27 @@ class SyncAnswer:
     status: Literal["ok", "partial", "error"] = "ok"
     message: str = ""
     changes: list[Change | Patch] = field(default_factory=list)
+    # What the run cost and logged (CONTRACT §16.1), recorded with the attempt whatever
+    # its outcome: units of 1-64 characters of [A-Za-z0-9_.:-], amounts >= 0.
+    costs: dict[str, float] = field(default_factory=dict)
+    logs: list[LogJSON] = field(default_factory=list)
+
+    def cost(self, unit: str, amount: float) -> SyncAnswer:
+        """Add `amount` of `unit` (summed with what was added before)."""
+        self.costs[unit] = self.costs.get(unit, 0) + amount
+        return self
+
+    def log(
+        self, level: str, msg: str, *, data: object = None, ts: datetime | None = None
+    ) -> SyncAnswer:
+        """Append a log entry; `ts` (aware) is sent as RFC 3339, `data` as given."""
+        entry: LogJSON = {"level": level, "msg": msg}
+        if ts is not None:
+            entry["ts"] = ts.isoformat()
+        if data is not None:
+            entry["data"] = data
+        self.logs.append(entry)
+        return self
 
     def create(self, path: str, content: str) -> SyncAnswer:
         self.changes.append(Change(path, content, ""))
@@ -102,4 +136,8 @@ class SyncAnswer:
         out: SyncAnswerJSON = {"status": self.status, "message": self.message}
         if self.changes:
             out["changes"] = [c.to_json() for c in self.changes]
+        if self.costs:
+            out["costs"] = dict(self.costs)
+        if self.logs:
+            out["logs"] = list(self.logs)
         return out

@@ -19,6 +19,7 @@ dead-letter the message; the scheduler's watchdog is the last resort.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -138,6 +139,8 @@ def _judged(event: Event, attempt: Attempt, result: sender.HttpResult, now: date
     """The record of an attempt whose answer is `result` (outcome.py judges it)."""
     judged = classify(result)
     ATTEMPTS.labels("success" if judged.succeeded else "failed").inc()
+    if judged.report:  # the answer's costs and logs go with the attempt, judged as it may
+        attempt = dataclasses.replace(attempt, report=judged.report)
     if judged.succeeded and judged.changes is not None:
         return changes_received(event, attempt, judged.changes)
     retry_at = next_attempt_at(attempt.request.attempt, result.retry_after, now)

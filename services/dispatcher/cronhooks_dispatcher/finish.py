@@ -24,7 +24,7 @@ from cronhooks_common.events import (
     NotesRejected,
 )
 from cronhooks_common.faults import ABANDONED
-from cronhooks_dispatcher import handon, outcome, queries, waiting
+from cronhooks_dispatcher import agent_report, handon, outcome, queries, waiting
 from cronhooks_dispatcher.deps import Call, Fault
 from cronhooks_dispatcher.health import Health
 from cronhooks_dispatcher.outcome import Outcome
@@ -55,6 +55,7 @@ async def _finish(call: Call, event: Event, verdict: ImportFields, result: Outco
         response_status=row["response_status"],
         response_body=row["response_body"],
         duration_ms=row["duration_ms"],
+        report=agent_report.from_data(row["report"]),
     )
     retry_at = next_attempt_at(attempt.request.attempt, None, call.deps.clock.now())
     record = finished(event, attempt, result, retry_at, answers_wait=True)

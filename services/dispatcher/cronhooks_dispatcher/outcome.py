@@ -11,6 +11,8 @@ from typing import Any
 
 from cronhooks_common import json_input
 from cronhooks_common.events import ChangeRefused, storable, storable_json
+from cronhooks_dispatcher import agent_report
+from cronhooks_dispatcher.agent_report import AgentReport
 from cronhooks_dispatcher.sender import HttpResult
 
 EXCERPT = 200
@@ -22,6 +24,8 @@ class Outcome:
     error: str | None = None
     changes: list[Any] | None = None  # as answered: the importer's rules judge them
     gone: bool = False  # 410: the agent asks us to stop calling
+    # costs and logs of an answer with a JSON body, whatever its status (§16.1)
+    report: AgentReport = agent_report.NOTHING
 
 
 def excerpt(body: bytes, limit: int = EXCERPT) -> str:
@@ -33,39 +37,65 @@ def classify(result: HttpResult) -> Outcome:
     if result.error is not None:
         return Outcome(False, result.error)
     status = result.status or 0
-    if status == 410:
-        return Outcome(False, "HTTP 410 Gone: the agent asked to stop this webhook", gone=True)
-    if 300 <= status < 400:
-        return Outcome(False, f"HTTP {status}: redirects are not followed")
-    if not 200 <= status < 300:
-        detail = excerpt(result.body)
-        return Outcome(False, f"HTTP {status}" + (f": {detail}" if detail else ""))
-    if status == 202:
-        return Outcome(True)
+    if not 200 <= status < 300 or status == 202:
+        # Not a synchronous answer: its JSON body, if any, still reports costs and logs.
+        return _unanswered(status, result.body)
     try:
         answer = _json_object(result.body)
     except json_input.TooDeep as exc:
         return Outcome(False, str(exc))
     if answer is None:
         return Outcome(True)  # empty or non-JSON 2xx: success, nothing to import
+    report = agent_report.of_answer(answer)
     if not storable_json(answer):
-        return Outcome(False, "the answer contains NUL characters or invalid Unicode")
+        error = "the answer contains NUL characters or invalid Unicode"
+        return Outcome(False, error, report=report)
     if answer.get("status") == "error":
         message = answer.get("message")
         if message:
-            return Outcome(False, f"agent reported error: {str(message)[:EXCERPT]}")
-        return Outcome(False, "agent reported error")
+            error = f"agent reported error: {str(message)[:EXCERPT]}"
+            return Outcome(False, error, report=report)
+        return Outcome(False, "agent reported error", report=report)
     changes = answer.get("changes")
     if changes is None or changes == []:
-        return Outcome(True)
+        return Outcome(True, report=report)
     if not isinstance(changes, list):
-        return Outcome(False, "answer's changes must be an array")
-    return Outcome(True, changes=changes)
+        return Outcome(False, "answer's changes must be an array", report=report)
+    return Outcome(True, changes=changes, report=report)
+
+
+def _unanswered(status: int, body: bytes) -> Outcome:
+    """A 202, a redirect, a 410 or another status that is not 2xx."""
+    report = _report_of(body)
+    if status == 202:
+        return Outcome(True, report=report)
+    if status == 410:
+        error = "HTTP 410 Gone: the agent asked to stop this webhook"
+        return Outcome(False, error, gone=True, report=report)
+    if 300 <= status < 400:
+        return Outcome(False, f"HTTP {status}: redirects are not followed", report=report)
+    detail = excerpt(body)
+    return Outcome(False, f"HTTP {status}" + (f": {detail}" if detail else ""), report=report)
+
+
+def _report_of(body: bytes) -> AgentReport:
+    """The costs and logs of a body that is not judged as an answer: nothing when it is
+    not a JSON object (nested too deep among them: the status decides the attempt).
+    A body that cannot name either key (not even \\u-escaped) is not parsed: async agents
+    answer 202 with small JSON bodies all the time."""
+    if b"costs" not in body and b"logs" not in body and b"\\u" not in body:
+        return agent_report.NOTHING
+    try:
+        answer = _json_object(body)
+    except json_input.TooDeep:
+        return agent_report.NOTHING
+    return agent_report.NOTHING if answer is None else agent_report.of_answer(answer)
 
 
 def rejected(errors: list[ChangeRefused]) -> Outcome:
     """The attempt's outcome when the importer rejected its changes."""
     # An error about the whole batch (the depth guard, an internal error) names no path.
+    # (The report of the answer stays with the waiting attempt: finish.py keeps it.)
     detail = "; ".join(f"{e.path}: {e.error}" if e.path else str(e.error) for e in errors[:20])
     more = f" (+{len(errors) - 20} more)" if len(errors) > 20 else ""
     return Outcome(False, f"changes rejected: {detail}{more}" if detail else "changes rejected")

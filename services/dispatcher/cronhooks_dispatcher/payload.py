@@ -49,6 +49,27 @@ RESPONSE_SCHEMA: Mapping[str, object] = {
                 "required": ["path"],
             },
         },
+        # CONTRACT §16.1: what the run cost and what the agent logged, recorded per attempt
+        "costs": {
+            "type": "object",
+            "maxProperties": 32,
+            "propertyNames": {"pattern": "^[A-Za-z0-9_.:-]{1,64}$"},
+            "additionalProperties": {"type": "number", "minimum": 0},
+        },
+        "logs": {
+            "type": "array",
+            "maxItems": 500,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "ts": {"type": "string", "format": "date-time"},
+                    "level": {"type": "string"},
+                    "msg": {"type": "string"},
+                    "data": {},
+                },
+                "required": ["level", "msg"],
+            },
+        },
     },
 }
 

@@ -74,11 +74,12 @@ on conflict (delivery_id) do nothing
 KEEP_WAITING = """
 insert into dispatcher.attempts
     (delivery_id, attempt, webhook_id, started_at, duration_ms, request_body,
-     response_status, response_body, error, outcome, request, request_body_truncated)
-select d, a, w, s, ms, rb, st, rsp, null, 'importing', rq, t
+     response_status, response_body, error, outcome, request, request_body_truncated,
+     report)
+select d, a, w, s, ms, rb, st, rsp, null, 'importing', rq, t, rp
 from unnest($1::bigint[], $2::int[], $3::bigint[], $4::timestamptz[], $5::int[], $6::text[],
-            $7::int[], $8::text[], $9::jsonb[], $10::bool[]) as x(d, a, w, s, ms, rb, st, rsp,
-                                                                  rq, t)
+            $7::int[], $8::text[], $9::jsonb[], $10::bool[], $11::jsonb[])
+    as x(d, a, w, s, ms, rb, st, rsp, rq, t, rp)
 on conflict (delivery_id, attempt) do nothing
 """
 FORGET_WAITING = """

@@ -7,9 +7,8 @@ timer of the scheduler's) while attempts are left, else `delivery.failed` — an
 The wording is pure; the handlers decide. `RecordWriter` writes what arrives while a batch
 is being written as the next batch, one statement per kind in one transaction: claim each
 cause in the inbox, append each event, keep or forget waiting attempts, release a finished
-delivery's lanes and hand them on (handon.py), count its webhook's health (health.py: it
-may raise or resolve an alert). A burst of thousands of deliveries costs a few dozen round
-trips. Callers wait for the commit of their record before acking.
+delivery's lanes and hand them on (handon.py), count its webhook's health (health.py: it may
+raise or resolve an alert). A burst costs a few dozen round trips; callers await the commit.
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ from cronhooks_common.events import (
 )
 from cronhooks_common.faults import internal_error
 from cronhooks_dispatcher import handon, health, queries, waiting
+from cronhooks_dispatcher.agent_report import NOTHING, AgentReport, event_fields
 from cronhooks_dispatcher.alerts import AlertPolicy
 from cronhooks_dispatcher.health import Health
 from cronhooks_dispatcher.outcome import Outcome
@@ -65,6 +65,7 @@ class Attempt:
     response_body: str | None
     duration_ms: int
     request_body_truncated: bool = False
+    report: AgentReport = NOTHING  # the answer's costs and logs (§16.1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +134,8 @@ def finished(
     )
     if not final:
         return Record(cause, NewEvent.of(event), attempt, answers_wait=answers_wait)
-    counted = Health(
-        request.webhook_id, outcome.succeeded, outcome.gone, outcome.error, request.kind
-    )
+    ok, gone = outcome.succeeded, outcome.gone
+    counted = Health(request.webhook_id, ok, gone, outcome.error, request.kind)
     return Record(
         cause,
         NewEvent.of(event),
@@ -161,6 +161,7 @@ def _worded(cls: type[Worded], attempt: Attempt, outcome: Outcome, **more: Any) 
         request_body=attempt.request_body,
         request_body_truncated=True if attempt.request_body_truncated else UNSET,  # when cut
         response_body=attempt.response_body,
+        **event_fields(attempt.report),
         **more,
     )
 
@@ -177,7 +178,7 @@ def failed_by_fault(
     """A failed attempt saying `internal error: …` (retried as usual unless `final`); of
     what came back only the status is kept."""
     body = storable(attempt.request_body)
-    bare = dataclasses.replace(attempt, request_body=body, response_body=None)
+    bare = dataclasses.replace(attempt, request_body=body, response_body=None, report=NOTHING)
     outcome = Outcome(False, internal_error(error))
     return finished(cause, bare, outcome, retry_at, final=final, answers_wait=answers_wait)
 

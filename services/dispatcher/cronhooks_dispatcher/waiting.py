@@ -13,7 +13,7 @@ import asyncpg
 import msgspec
 
 from cronhooks_common.events import DeliveryReleased, DeliveryRequested, RequestFields
-from cronhooks_dispatcher import queries
+from cronhooks_dispatcher import agent_report, queries
 
 if TYPE_CHECKING:  # the type only: record.py imports this module
     from cronhooks_dispatcher.record import Attempt
@@ -33,6 +33,8 @@ async def keep(conn: asyncpg.Connection, attempts: Sequence[Attempt]) -> None:
             [a.response_body for a in attempts],
             [a.request.to_data() for a in attempts],
             [a.request_body_truncated for a in attempts],
+            # its costs and logs, for the outcome event the importer's verdict brings
+            [agent_report.to_data(a.report) for a in attempts],
         )
 
 

@@ -21,7 +21,9 @@ from cronhooks_common.events.base import (
     upcaster,
 )
 from cronhooks_common.events.delivery import (
+    AgentLog,
     ChangeSent,
+    CostAmount,
     DeliveryAttemptFailed,
     DeliveryChangesReceived,
     DeliveryFailed,
@@ -102,6 +104,7 @@ __all__ = [
     "UNSET",
     "AgentCreated",
     "AgentDeleted",
+    "AgentLog",
     "AgentRef",
     "AgentTokenRotated",
     "AlertFields",
@@ -116,6 +119,7 @@ __all__ = [
     "ChangeRefused",
     "ChangeSent",
     "ConfigData",
+    "CostAmount",
     "DeliveryAttemptFailed",
     "DeliveryChangesReceived",
     "DeliveryFailed",

@@ -60,6 +60,23 @@ class ChangeSent(msgspec.Struct, frozen=True, kw_only=True):
     content: str | UnsetType | None = UNSET  # only with includeContent
 
 
+class CostAmount(msgspec.Struct, frozen=True, kw_only=True):
+    """One unit of what an attempt's answer says it cost (CONTRACT §16.1)."""
+
+    unit: str  # 1-64 characters of [A-Za-z0-9_.:-]
+    amount: float  # finite, >= 0
+
+
+class AgentLog(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry of an agent's log in its answer (CONTRACT §16.1), or a `warn` of ours
+    naming what of its costs and logs was dropped."""
+
+    ts: Timestamp | None  # RFC 3339, as UTC ISO 8601; null when the agent gave none
+    level: str
+    msg: str
+    data: Any = None  # any JSON, as the agent gave it
+
+
 class RequestFields(DeliveryFields, frozen=True, kw_only=True):
     """A request to send an attempt, as requested or (after a wait) released."""
 
@@ -104,6 +121,9 @@ class DeliveryOutcome(DeliveryFields, frozen=True, kw_only=True):
     request_body: str | UnsetType = UNSET  # as sent, api_token redacted, first 64 KiB
     request_body_truncated: Literal[True] | UnsetType = UNSET  # only when cut (§15)
     response_body: str | UnsetType | None = UNSET  # the first 64 KiB
+    # What a JSON answer reported (§16.1), whatever its status: only when there is some.
+    costs: list[CostAmount] | UnsetType = UNSET
+    agent_logs: list[AgentLog] | UnsetType = UNSET
 
 
 class DeliverySucceeded(DeliveryOutcome, frozen=True, kw_only=True):

@@ -13,6 +13,7 @@ from cronhooks_admin.commands.note_writes import NoteWrites
 from cronhooks_admin.graphql.loaders import (
     AttemptsLoader,
     DailyStatsLoader,
+    DeliveryCostsLoader,
     FailuresLoader,
     StatsLoader,
 )
@@ -35,6 +36,7 @@ class Context:
     note_writes: NoteWrites
     clock: Clock
     attempts: AttemptsLoader = field(init=False)
+    delivery_costs: DeliveryCostsLoader = field(init=False)
     failures: FailuresLoader = field(init=False)
     stats: StatsLoader = field(init=False)
     daily_stats: DailyStatsLoader = field(init=False)
@@ -45,6 +47,7 @@ class Context:
         self.next_runs = Budget(NEXT_RUNS)
         self.note_reads = NoteReads(self.pool)
         self.attempts = AttemptsLoader(self.pool)
+        self.delivery_costs = DeliveryCostsLoader(self.pool)
         self.failures = FailuresLoader(self.pool)
         self.stats = StatsLoader(self.pool, self.clock)
         self.daily_stats = DailyStatsLoader(self.pool, self.clock)

@@ -30,6 +30,21 @@ class AttemptsLoader(DataLoader[int, list[GraphQLObject]]):
         return [grouped[k] for k in keys]
 
 
+class DeliveryCostsLoader(DataLoader[int, list[GraphQLObject]]):
+    """The costs of many deliveries: their attempts' costs summed per unit, units sorted.
+    (§16.2's runs will add their run's costs to the same sums: join them here.)"""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__()
+        self._pool = pool
+
+    async def batch_load_fn(self, keys: list[int]) -> list[list[GraphQLObject]]:
+        summed: dict[int, list[GraphQLObject]] = {k: [] for k in keys}
+        for row in await self._pool.fetch(sql.DELIVERY_COSTS, keys):
+            summed[row["delivery_id"]].append({"unit": row["unit"], "amount": row["amount"]})
+        return [summed[k] for k in keys]
+
+
 class FailuresLoader(DataLoader[int, int]):
     """consecutiveFailures of many webhooks."""
 

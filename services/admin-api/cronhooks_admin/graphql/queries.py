@@ -93,10 +93,19 @@ where d.id = $1 and w.disabled_at is null
 
 # An attempt without its log: retention dropped the bodies (logsExpired).
 ATTEMPTS = """
-select a.*, l.request_body, l.response_body, l.delivery_id is null as logs_expired
+select a.*, l.request_body, l.response_body, l.agent_logs,
+       l.delivery_id is null as logs_expired
 from admin.delivery_attempts a left join admin.attempt_logs l
     on l.delivery_id = a.delivery_id and l.attempt = a.attempt
 where a.delivery_id = any($1::bigint[]) order by a.delivery_id, a.attempt
+"""
+
+# What the attempts of many deliveries reported they cost, summed per unit (§16.1).
+DELIVERY_COSTS = """
+select a.delivery_id, c->>'unit' as unit, sum((c->>'amount')::float8) as amount
+from admin.delivery_attempts a, jsonb_array_elements(a.costs) c
+where a.delivery_id = any($1::bigint[]) and a.costs <> '[]'
+group by a.delivery_id, c->>'unit' order by a.delivery_id, unit
 """
 
 # --- notes ------------------------------------------------------------------------------

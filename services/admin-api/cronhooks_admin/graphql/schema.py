@@ -16,6 +16,7 @@ from cronhooks_admin.graphql import (  # noqa: F401
     api_keys,
     deliveries,
     notes,
+    reports,
     stats,
     webhooks,
 )

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TypeVar
 
 import asyncpg
+import msgspec.json
 
 from cronhooks_admin.projections import queries as sql
 from cronhooks_common.events import (
@@ -38,6 +39,11 @@ def _ts(value: str | UnsetType | None) -> datetime | None:
 
 def _or_none(value: T | UnsetType) -> T | None:
     return None if value is UNSET else value
+
+
+def _json(items: Sequence[msgspec.Struct] | UnsetType) -> str:
+    """A list of the event's as JSON text, [] when the event has none."""
+    return "[]" if isinstance(items, UnsetType) else msgspec.json.encode(items).decode()
 
 
 async def requested(
@@ -94,6 +100,9 @@ async def finished(
             [p.duration_ms or 0 for _, p in logged],
             [_ts(p.started_at) or e.occurred_at for e, p in logged],
             [p.request_body_truncated is True for _, p in logged],
+            # what the answer reported (§16.1): [] for most, which answer with neither
+            [_json(p.costs) for _, p in logged],
+            [_json(p.agent_logs) for _, p in logged],
         )
     # delivery.attempt_failed leaves the delivery pending: a retry comes at `retry_at`.
     final = [not isinstance(p, DeliveryAttemptFailed) for _, p in items]

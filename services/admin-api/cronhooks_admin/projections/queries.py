@@ -150,17 +150,22 @@ ATTEMPTS_LOGGED = """
 with attempts as (
     insert into admin.delivery_attempts
         (delivery_id, attempt, response_status, error_message, duration_ms,
-         started_at, request_body_truncated)
-    select * from unnest($1::bigint[], $2::int[], $4::int[], $6::text[],
-                         $7::int[], $8::timestamptz[], $9::bool[])
+         started_at, request_body_truncated, costs)
+    -- costs and agent logs come as JSON text: a list for a jsonb[] element would be
+    -- taken for a dimension of the array
+    select d, a, st, err, ms, sa, t, c::jsonb
+    from unnest($1::bigint[], $2::int[], $4::int[], $6::text[], $7::int[],
+                $8::timestamptz[], $9::bool[], $10::text[]) as x(d, a, st, err, ms, sa, t, c)
     on conflict (delivery_id, attempt) do nothing
 )
--- The bodies, while the delivery's bucket keeps its attempt logs (retention
--- drops them whole after CRONHOOKS_ATTEMPT_LOG_RETENTION_DAYS): a rebuild
--- then writes the bodies the live projection still has, no more.
-insert into admin.attempt_logs (delivery_id, attempt, request_body, response_body)
-select x.d, x.a, x.req, x.res
-from unnest($1::bigint[], $2::int[], $3::text[], $5::text[]) as x(d, a, req, res)
+-- The bodies and the agent's logs, while the delivery's bucket keeps its attempt
+-- logs (retention drops them whole after CRONHOOKS_ATTEMPT_LOG_RETENTION_DAYS): a
+-- rebuild then writes the logs the live projection still has, no more.
+insert into admin.attempt_logs
+    (delivery_id, attempt, request_body, response_body, agent_logs)
+select x.d, x.a, x.req, x.res, x.al::jsonb
+from unnest($1::bigint[], $2::int[], $3::text[], $5::text[], $11::text[])
+    as x(d, a, req, res, al)
 where exists (select 1 from eventstore.buckets b
               where x.d >= b.lo and x.d < b.hi and b.logs_dropped_at is null)
 on conflict (delivery_id, attempt) do nothing
