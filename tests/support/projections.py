@@ -20,6 +20,9 @@ TABLES = {
     "admin.attempt_logs": "delivery_id, attempt",
     "admin.notes": "path",
     "admin.alerts": "id",
+    # Not a read model (rebuild leaves it alone), but what costTotals shows: a rebuild
+    # must leave it as live left it (CONTRACT §16.1).
+    "shared.daily_costs": "webhook_id, day, unit",
 }
 
 

@@ -48,6 +48,7 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "attach_notes",  # CONTRACT §13; absent from configs written before it ([]: none)
     "jitter_seconds",  # CONTRACT §13; absent before it: 0 (jitter.py)
     "max_deliveries_per_day",  # CONTRACT §13; null or absent: no limit (budget.py)
+    "max_cost_per_day",  # CONTRACT §16.4; absent before it: [] (no limit)
 )
 
 # A change webhook's configuration (CONTRACT §11): its filter instead of a schedule.

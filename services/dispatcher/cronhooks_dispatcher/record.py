@@ -8,7 +8,8 @@ The wording is pure; the handlers decide. `RecordWriter` writes what arrives whi
 is being written as the next batch, one statement per kind in one transaction: claim each
 cause in the inbox, append each event, keep or forget waiting attempts, release a finished
 delivery's lanes and hand them on (handon.py), count its webhook's health (health.py: it may
-raise or resolve an alert). A burst costs a few dozen round trips; callers await the commit.
+raise or resolve an alert), add up its costs (spending.py). A burst costs a few dozen round
+trips; callers await the commit.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -42,7 +42,7 @@ from cronhooks_common.events import (
     storable,
 )
 from cronhooks_common.faults import internal_error
-from cronhooks_dispatcher import handon, health, queries, waiting
+from cronhooks_dispatcher import handon, health, queries, spending, waiting
 from cronhooks_dispatcher.agent_report import NOTHING, AgentReport, event_fields
 from cronhooks_dispatcher.alerts import AlertPolicy
 from cronhooks_dispatcher.health import Health
@@ -54,7 +54,7 @@ MAX_BATCH = 500
 DELIVERIES = Counter("cronhooks_dispatcher_deliveries_total", "Finished deliveries", ["outcome"])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Attempt:
     """What one HTTP attempt sent and got."""
 
@@ -68,7 +68,7 @@ class Attempt:
     report: AgentReport = NOTHING  # the answer's costs and logs (§16.1)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Record:
     cause: Event  # the event this record answers: claimed in the inbox, followed on its stream
     event: NewEvent
@@ -259,6 +259,7 @@ class RecordWriter:
             # the delivery meanwhile): its outcome was not recorded, so it keeps, releases
             # and counts nothing.
             fresh = [r for r in fresh if r.cause.stream not in moved]
+            await spending.count(conn, fresh, now)  # what the answers cost, by day (§16.4)
             # An attempt that waits for the importer's verdict is kept until it comes.
             await waiting.keep(conn, [r.attempt for r in fresh if r.waits and r.attempt])
             await waiting.forget(conn, [r.attempt for r in fresh if r.answers_wait and r.attempt])
@@ -291,9 +292,7 @@ async def _append(conn: asyncpg.Connection, records: list[Record], now: datetime
 
 
 def _settle(batch: list[Pending], result: bool | BaseException) -> None:
-    for _, future in batch:
-        if future.done():
-            continue
+    for future in [f for _, f in batch if not f.done()]:
         if isinstance(result, BaseException):
             future.set_exception(result)
         else:

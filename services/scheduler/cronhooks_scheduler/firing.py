@@ -3,8 +3,9 @@
 `fire_due` locks up to `batch_size` due timers with FOR UPDATE SKIP LOCKED (replicas take
 disjoint batches); each timer's kind (timer_kinds.py) says what it leads to and when it is
 due next. Then, in the same transaction, it records the cron slots (slot_events.py: one
-delivery id each, unique per webhook and slot), turns the slots beyond a webhook's daily
-budget into skips (budget.py), appends every event — the slots', the retries' (those whose
+delivery id each, unique per webhook and slot), turns the slots of a day whose costs
+reached a limit (cost_budget.py) and those beyond a webhook's daily budget (budget.py)
+into skips, appends every event — the slots', the retries' (those whose
 stream has not moved on, retries.py) and the triggers' first fires — and moves or deletes
 the timers.
 
@@ -23,7 +24,7 @@ from prometheus_client import Counter
 from cronhooks_common import eventstore
 from cronhooks_common.buckets import Router
 from cronhooks_common.events import Causation, DeliveryRequested, DeliverySkipped, NewEvent
-from cronhooks_scheduler import budget, queries
+from cronhooks_scheduler import budget, cost_budget, queries
 from cronhooks_scheduler.retries import Pending, current, with_changes
 from cronhooks_scheduler.slot_events import record_slots
 from cronhooks_scheduler.timer_kinds import KINDS, Batch, unknown
@@ -49,7 +50,10 @@ async def fire_due(
         batch = Batch(now)
         moves = [(row["timer_key"], KINDS.get(row["kind"], unknown)(batch, row)) for row in rows]
         retries = await with_changes(conn, batch.retries, router)
-        slots = await budget.apply(conn, await record_slots(conn, batch.slots), batch.schedules)
+        slots = await record_slots(conn, batch.slots)
+        # Costs first: a slot skipped for them uses none of maxDeliveriesPerDay.
+        slots = await cost_budget.apply(conn, slots, batch.schedules)
+        slots = await budget.apply(conn, slots, batch.schedules)
         pending: list[Pending] = [
             *((stream, 0, event) for stream, event in slots),
             *await current(conn, retries, router),
@@ -72,7 +76,8 @@ def _count(pending: list[Pending], slots: list[DeliveryRequested | DeliverySkipp
     for event in skips:
         if event.reason == "missed":
             SKIPPED.labels("missed").inc(event.skipped_count)
-    SKIPPED.labels("budget").inc(sum(1 for event in skips if event.reason == "budget"))
+    for reason in ("budget", "cost_budget"):
+        SKIPPED.labels(reason).inc(sum(1 for event in skips if event.reason == reason))
 
 
 async def _append_all(conn: asyncpg.Connection, appends: list[Append], now: datetime) -> None:

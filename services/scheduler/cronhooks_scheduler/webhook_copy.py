@@ -17,7 +17,7 @@ from datetime import timedelta
 import asyncpg
 import msgspec
 
-from cronhooks_common.events import ConfigData, Event
+from cronhooks_common.events import ConfigData, CostAmount, Event
 from cronhooks_common.jitter import jitter_offset
 from cronhooks_scheduler import queries
 
@@ -31,6 +31,7 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
     misfire_grace_seconds: int = 60
     jitter_seconds: int | None = None  # absent or null: no jitter
     max_deliveries_per_day: int | None = None  # absent or null: no limit
+    max_cost_per_day: tuple[CostAmount, ...] = ()  # absent or empty: no limit (§16.4)
 
     def offset(self, webhook_id: int) -> timedelta:
         """The webhook's jitter offset (jitter.py): its slots are sent this much later."""

@@ -23,7 +23,6 @@ from cronhooks_common.events.base import (
 from cronhooks_common.events.delivery import (
     AgentLog,
     ChangeSent,
-    CostAmount,
     DeliveryAttemptFailed,
     DeliveryChangesReceived,
     DeliveryFailed,
@@ -86,6 +85,8 @@ from cronhooks_common.events.trigger import (
 )
 from cronhooks_common.events.webhook import (
     ConfigData,
+    CostAmount,
+    CostAmountData,
     Target,
     WebhookConfig,
     WebhookConfigured,
@@ -120,6 +121,7 @@ __all__ = [
     "ChangeSent",
     "ConfigData",
     "CostAmount",
+    "CostAmountData",
     "DeliveryAttemptFailed",
     "DeliveryChangesReceived",
     "DeliveryFailed",

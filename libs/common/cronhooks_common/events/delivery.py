@@ -8,10 +8,12 @@ from typing import Any, ClassVar, Literal, TypedDict
 import msgspec
 
 from cronhooks_common.events.base import UNSET, Kind, Payload, Timestamp, Trigger, UnsetType
-from cronhooks_common.events.webhook import Target
+from cronhooks_common.events.webhook import CostAmount, Target
 
 ChangeEvent = Literal["create", "update", "remove"]
-SkipReason = Literal["missed", "concurrency", "still_running", "deleted", "disabled", "budget"]
+SkipReason = Literal[
+    "missed", "concurrency", "still_running", "deleted", "disabled", "budget", "cost_budget"
+]
 
 
 class DeliveryFieldsData(TypedDict):
@@ -58,13 +60,6 @@ class ChangeSent(msgspec.Struct, frozen=True, kw_only=True):
     version: int
     content_hash: str | None
     content: str | UnsetType | None = UNSET  # only with includeContent
-
-
-class CostAmount(msgspec.Struct, frozen=True, kw_only=True):
-    """One unit of what an attempt's answer says it cost (CONTRACT §16.1)."""
-
-    unit: str  # 1-64 characters of [A-Za-z0-9_.:-]
-    amount: float  # finite, >= 0
 
 
 class AgentLog(msgspec.Struct, frozen=True, kw_only=True):
@@ -156,7 +151,9 @@ class DeliverySkipped(DeliveryFields, frozen=True, kw_only=True):
     first_skipped: Timestamp | UnsetType = UNSET  # reason missed
     next_run_at: Timestamp | UnsetType | None = UNSET
     max_deliveries_per_day: int | UnsetType = UNSET  # reason budget
-    day: str | UnsetType = UNSET  # reason budget: the day in the webhook's zone
+    day: str | UnsetType = UNSET  # reasons budget, cost_budget: the day in the webhook's zone
+    # reason cost_budget (§16.4): the limit reached (the first of maxCostPerDay's that was)
+    cost_limit: CostAmount | UnsetType = UNSET
 
 
 class DeliveryChangesReceived(DeliveryFields, frozen=True, kw_only=True):

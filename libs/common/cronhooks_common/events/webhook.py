@@ -18,6 +18,22 @@ ConcurrencyPolicy = Literal["ALLOW", "FORBID", "DELAY"]
 CatchUpPolicy = Literal["LATEST_ONCE", "SKIP", "ALL"]
 
 
+class CostAmount(msgspec.Struct, frozen=True, kw_only=True):
+    """An amount of one unit: what an attempt's answer says it cost (CONTRACT §16.1), or a
+    webhook's daily limit of it (§16.4). Here, not with the delivery events, because both
+    a webhook's configuration and those events carry it."""
+
+    unit: str  # 1-64 characters of [A-Za-z0-9_.:-]
+    amount: float  # finite, >= 0 (a limit: > 0)
+
+
+class CostAmountData(TypedDict):
+    """`CostAmount` as JSON."""
+
+    unit: str
+    amount: float
+
+
 class WebhookConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A webhook's settings. Fields of the other kind are UNSET: a cron webhook has a
     schedule, a change webhook (CONTRACT §11) a filter on note changes."""
@@ -43,6 +59,7 @@ class WebhookConfig(msgspec.Struct, frozen=True, kw_only=True):
     attach_notes: list[str] | UnsetType = UNSET  # absent: [] (none)
     jitter_seconds: int | UnsetType = UNSET  # absent: 0
     max_deliveries_per_day: int | UnsetType | None = UNSET  # absent or null: no limit
+    max_cost_per_day: list[CostAmount] | UnsetType = UNSET  # §16.4; absent: [] (no limit)
     # kind change
     include_patterns: list[str] | UnsetType = UNSET
     exclude_patterns: list[str] | UnsetType = UNSET
@@ -76,6 +93,7 @@ class ConfigData(TypedDict, total=False):
     attach_notes: list[str]
     jitter_seconds: int
     max_deliveries_per_day: int | None
+    max_cost_per_day: list[CostAmountData]
     include_patterns: list[str]
     exclude_patterns: list[str]
     on_create: bool
@@ -99,6 +117,9 @@ class Target(msgspec.Struct, frozen=True, kw_only=True):
     concurrency_policy: ConcurrencyPolicy | None = None
     execution_group: str | None = None
     attach_notes: list[str] | None = None
+    # The zone whose calendar days its costs count in (§16.4): a cron webhook's; absent for
+    # change webhooks (UTC) and in requests written before it (UTC too).
+    timezone: str | UnsetType = UNSET
 
 
 class WebhookRef(Payload, frozen=True, kw_only=True):

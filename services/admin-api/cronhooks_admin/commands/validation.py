@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 from urllib.parse import urlsplit
 
+from cronhooks_admin.commands.cost_limits import check_cost_limits
 from cronhooks_admin.errors import InputError
 from cronhooks_common.cron import CronError, CronSchedule, parse_zone
 from cronhooks_common.events import CHANGE, CRON, ConfigData
@@ -144,6 +145,7 @@ class WebhookInput(TypedDict, total=False):
     attach_notes: list[str] | None
     jitter_seconds: int | None
     max_deliveries_per_day: int | None  # null: no limit
+    max_cost_per_day: list[dict[str, Any]] | None  # [{unit, amount}]; []: no limit
     include_patterns: list[str] | None
     exclude_patterns: list[str] | None
     on_create: bool | None
@@ -209,6 +211,8 @@ def normalize(fields: WebhookInput, *, allow_private: bool = True, kind: str = C
             value = _int_range(name, value, 0, MAX_JITTER_SECONDS)
         elif key == "max_deliveries_per_day":
             value = _int_range(name, value, 1, MAX_DELIVERIES_PER_DAY)
+        elif key == "max_cost_per_day":
+            value = check_cost_limits(value)
         elif key == "instruction":
             value = _text(name, value, MAX_INSTRUCTION)
         elif key == "description":

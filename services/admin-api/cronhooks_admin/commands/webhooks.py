@@ -53,9 +53,10 @@ def config_of(state: WebhookState) -> WebhookConfig:
 
 
 def setting(config: WebhookConfig, field: str) -> Any:
-    """A setting's value; None when the configuration lacks it (written before it existed)."""
+    """A setting's value as JSON (as `normalize` gives it); None when the configuration
+    lacks it (written before it existed)."""
     value = getattr(config, field)
-    return None if value is UNSET else value
+    return None if value is UNSET else msgspec.to_builtins(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,7 @@ class WebhookCommands:
         if kind == CRON:
             settings.setdefault("timezone", self.default_timezone)
             settings.setdefault("max_deliveries_per_day", None)  # omitted: no limit
+            settings.setdefault("max_cost_per_day", [])  # omitted (not over GraphQL): none
             check_schedule(settings)
         secret = check_secret(fields.get("secret")) or generate_secret()
         missing = [f for f in config_fields(kind) if f not in settings]
@@ -103,7 +105,8 @@ class WebhookCommands:
         async with self.pool.acquire() as conn, conn.transaction():
             state = await live_webhook(conn, webhook_id, kind)
             config = config_of(state)
-            merged = msgspec.structs.replace(config, **changes)
+            # Through JSON: the changes are JSON's values (cost limits dicts, not structs).
+            merged = msgspec.convert({**msgspec.to_builtins(config), **changes}, WebhookConfig)
             if kind == CRON and changes.keys() & {"cron_schedule", "timezone"}:
                 settings: ConfigData = msgspec.to_builtins(merged)  # (cron: both are set)
                 check_schedule(settings)

@@ -3,7 +3,9 @@ package attach their resolvers to these (`@query.field("notes")`), schema.py bin
 
 from __future__ import annotations
 
-from ariadne import EnumType, MutationType, ObjectType, QueryType, UnionType
+from datetime import date
+
+from ariadne import EnumType, MutationType, ObjectType, QueryType, ScalarType, UnionType
 
 query = QueryType()
 mutation = MutationType()
@@ -19,6 +21,8 @@ delivery_trigger = EnumType(
 push_notes_result = UnionType("PushNotesOrErrorPayload")
 commit_notes_result = UnionType("CommitNotesOrErrorPayload")
 hide_notes_result = UnionType("HideNotesOrErrorPayload")
+# DailyCost.day (CONTRACT §16.1): output only.
+date_scalar = ScalarType("Date", serializer=date.isoformat)
 
 BINDABLES = (
     query,
@@ -31,4 +35,5 @@ BINDABLES = (
     push_notes_result,
     commit_notes_result,
     hide_notes_result,
+    date_scalar,
 )

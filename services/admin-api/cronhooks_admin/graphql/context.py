@@ -12,6 +12,7 @@ from cronhooks_admin.commands import Commands
 from cronhooks_admin.commands.note_writes import NoteWrites
 from cronhooks_admin.graphql.loaders import (
     AttemptsLoader,
+    CostTotalsLoader,
     DailyStatsLoader,
     DeliveryCostsLoader,
     FailuresLoader,
@@ -40,6 +41,7 @@ class Context:
     failures: FailuresLoader = field(init=False)
     stats: StatsLoader = field(init=False)
     daily_stats: DailyStatsLoader = field(init=False)
+    cost_totals: CostTotalsLoader = field(init=False)
     next_runs: Budget = field(init=False)
     note_reads: NoteReads = field(init=False)
 
@@ -51,3 +53,4 @@ class Context:
         self.failures = FailuresLoader(self.pool)
         self.stats = StatsLoader(self.pool, self.clock)
         self.daily_stats = DailyStatsLoader(self.pool, self.clock)
+        self.cost_totals = CostTotalsLoader(self.pool, self.clock)

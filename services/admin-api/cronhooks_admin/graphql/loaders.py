@@ -132,3 +132,31 @@ class DailyStatsLoader(DataLoader[DayKey, list[GraphQLObject]]):
                 }
             )
         return [found[k] for k in keys]
+
+
+class CostTotalsLoader(DataLoader[DayKey, list[GraphQLObject]]):
+    """costTotals of many webhooks (CONTRACT §16.1): the kept daily sums, newest day first,
+    units sorted; only days and units with costs."""
+
+    def __init__(self, pool: asyncpg.Pool, clock: Clock) -> None:
+        super().__init__()
+        self._pool = pool
+        self._clock = clock
+
+    async def batch_load_fn(self, keys: list[DayKey]) -> list[list[GraphQLObject]]:
+        rows = await self._pool.fetch(
+            sql.COST_TOTALS,
+            [k[0] for k in keys],
+            [k[1] for k in keys],
+            [k[2] for k in keys],
+            self._clock.now(),
+        )
+        found: dict[DayKey, list[GraphQLObject]] = {k: [] for k in keys}
+        for r in rows:
+            # 12 significant digits: what the agents reported, without the noise of summing
+            # binary fractions (three reports of 0.4 sum to 1.2000000000000002).
+            amount = float(f"{r['amount']:.12g}")
+            found[(r["id"], r["tz"], r["days"])].append(
+                {"day": r["day"], "unit": r["unit"], "amount": amount}
+            )
+        return [found[k] for k in keys]

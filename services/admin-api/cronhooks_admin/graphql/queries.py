@@ -147,3 +147,23 @@ where $1::boolean is null or (a.resolved_at is null) = $1
 order by a.raised_at desc, a.id desc
 limit $2
 """
+
+# --- costs (CONTRACT §16.1 costTotals) --------------------------------------------------
+
+# The sums of the last `days` days up to today in each webhook's zone ($4: now). A row
+# holds the day its costs were reported in the zone of that time. Units in code-point
+# order (collate "C"), not the database's locale.
+COST_TOTALS = """
+with wanted as (
+    select distinct id, tz, days
+    from unnest($1::bigint[], $2::text[], $3::int[]) as w(id, tz, days)
+)
+select w.id, w.tz, w.days, c.day, c.unit, c.amount
+from wanted w
+join shared.daily_costs c
+  on c.webhook_id = w.id
+ and c.day <= ($4::timestamptz at time zone w.tz)::date
+ and c.day > ($4::timestamptz at time zone w.tz)::date - w.days
+where c.amount <> 0
+order by w.id, c.day desc, c.unit collate "C"
+"""

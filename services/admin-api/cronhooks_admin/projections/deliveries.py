@@ -160,6 +160,9 @@ def skip_reason(p: DeliverySkipped) -> str:
     if p.reason == "budget":
         # maxDeliveriesPerDay spent (CONTRACT §13: "shown as skipped with error `budget`")
         return "budget"
+    if p.reason == "cost_budget":
+        # maxCostPerDay reached (CONTRACT §16.4: "shown as skipped with error `cost_budget`")
+        return "cost_budget"
     if p.reason in ("deleted", "disabled"):
         return f"skipped: the webhook was {p.reason} while the delivery waited its turn"
     return f"skipped: {p.reason}"

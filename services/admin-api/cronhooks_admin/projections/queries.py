@@ -40,6 +40,7 @@ CONFIG_COLUMNS: dict[str, object] = {
     "attach_notes": [],  # none
     "jitter_seconds": 0,
     "max_deliveries_per_day": None,  # no limit
+    "max_cost_per_day": [],  # no limit (CONTRACT §16.4)
     # kind change (CONTRACT §11)
     "include_patterns": None,
     "exclude_patterns": None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import asyncpg
+import msgspec
 
 from cronhooks_admin.projections import queries as sql
 from cronhooks_common.cron import CronError, CronSchedule
@@ -29,7 +30,8 @@ def config_values(config: WebhookConfig) -> list[object]:
     values = []
     for field, absent in sql.CONFIG_COLUMNS.items():
         value = getattr(config, field)
-        values.append(absent if value is UNSET else value)
+        # as JSON's values: a list of cost limits is of structs the jsonb codec cannot write
+        values.append(absent if value is UNSET else msgspec.to_builtins(value))
     return values
 
 

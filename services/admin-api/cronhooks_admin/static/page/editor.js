@@ -21,6 +21,15 @@ FIELDS.cron.push("jitterSeconds", "maxDeliveriesPerDay");
 const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds", "jitterSeconds",
   "maxDeliveriesPerDay"]);
 const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns", "attachNotes"]);
+// CONTRACT §16.4: daily cost limits, typed as "usd=1.5, tokens=200000" (empty: no limit).
+FIELDS.cron.push("maxCostPerDay");
+const SELECT = { maxCostPerDay: "maxCostPerDay { unit amount }" };
+const costsText = (limits) => limits.map(c => `${c.unit}=${c.amount}`).join(", ");
+// A piece without "=" or a number is sent as it is, for the API to name what is wrong.
+const costsInput = (value) => value.split(",").map(s => s.trim()).filter(Boolean).map(piece => {
+  const [unit, amount = ""] = piece.split("=").map(s => s.trim());
+  return { unit, amount: amount === "" || isNaN(Number(amount)) ? -1 : Number(amount) };
+});
 
 /** Says the list should be reloaded (main.js listens). */
 function changed() { document.dispatchEvent(new Event("webhooks-changed")); }
@@ -42,12 +51,13 @@ export async function openEditor(kind, id) {
   $("#secret-field").classList.toggle("hidden", Boolean(id));
   if (id) {
     const api = API[kind];
-    const body = await gql(`query($id: Int!) { ${api.one}(id: $id) { ${FIELDS[kind].filter(f => f !== "secret").join(" ")} } }`, { id });
+    const body = await gql(`query($id: Int!) { ${api.one}(id: $id) { ${FIELDS[kind].filter(f => f !== "secret").map(f => SELECT[f] || f).join(" ")} } }`, { id });
     const w = body.data[api.one];
     for (const f of FIELDS[kind]) {
       if (f === "secret" || !(f in w)) continue;
       const input = form.elements[f];
       if (input.type === "checkbox") input.checked = w[f];
+      else if (f === "maxCostPerDay") input.value = costsText(w[f]);
       else input.value = LISTS.has(f) ? w[f].join(", ") : text(w[f]);
     }
   }
@@ -63,7 +73,8 @@ function formInput() {
     if (node.type === "checkbox") { input[f] = node.checked; continue; }
     const value = node.value.trim();
     if (value === "" && (f === "secret" || f === "timezone")) continue;
-    if (NUMBERS.has(f)) input[f] = value === "" ? null : Number(value);
+    if (f === "maxCostPerDay") input[f] = costsInput(value);
+    else if (NUMBERS.has(f)) input[f] = value === "" ? null : Number(value);
     else if (LISTS.has(f)) input[f] = value === "" ? [] : value.split(",").map(s => s.trim()).filter(Boolean);
     else input[f] = value;
   }
