@@ -70,12 +70,15 @@ async def test_request_carries_both_signatures_every_field_and_a_scoped_token(
         "response_schema",
         "api_token",
         "api_url",
+        "trace",  # CONTRACT §16.3: a root, without parent
     }
     assert body["kind"] == "cron" and body["api_url"] == system.settings.api_public_url
+    assert body["trace"] == f"cron:{delivery_id}"
     claims = jwt.decode(body["api_token"], options={"verify_signature": False})
     assert claims["aud"] == "cronhooks-api" and claims["iss"] == system.settings.public_url
     assert claims["sub"] == f"webhook:{hook_id}" and claims["delivery_id"] == delivery_id
     assert claims["depth"] == 1
+    assert (claims["kind"], claims["trace"]) == ("cron", f"cron:{delivery_id}")  # §16.3
     assert claims["read_patterns"] == ["notes/*"] and claims["write_patterns"] == ["digests/*"]
     assert claims["exp"] - claims["iat"] == system.settings.api_token_ttl_seconds
     assert jwt.get_unverified_header(body["api_token"])["alg"] == "HS256"

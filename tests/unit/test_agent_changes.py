@@ -83,3 +83,11 @@ def test_a_sync_answer_can_carry_a_patch() -> None:
     ]
     with pytest.raises(ValueError, match="find is required"):
         SyncAnswer().patch("x.md", "").to_json()
+
+
+def test_a_change_delivery_exposes_its_trace_and_parent() -> None:
+    """CONTRACT §16.3: a root has its own trace and no parent; a caused one has both."""
+    root = ChangeDelivery.from_body({**BODY, "trace": "change:43"})
+    assert (root.trace, root.parent) == ("change:43", None)
+    caused = ChangeDelivery.from_body({**BODY, "trace": "cron:42", "parent": "cron:42"})
+    assert (caused.trace, caused.parent) == ("cron:42", "cron:42")

@@ -49,6 +49,7 @@ def test_first_attempt_body_has_every_contract_field() -> None:
         "missed_count": 0,
         "instruction": "Generate a digest",
         "response_schema": RESPONSE_SCHEMA,
+        "trace": "cron:42",  # CONTRACT §16.3: a root is its own trace, without parent
     }
 
 

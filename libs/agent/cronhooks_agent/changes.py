@@ -47,6 +47,11 @@ class ChangeDelivery:
     previous_error: str | None = None  # on retries
     api_token: str | None = None  # with passApiKey
     api_url: str | None = None
+    # CONTRACT §16.3: the chain's root ("{kind}:{id}": this delivery's own name when it is
+    # the root; None from a platform before revision 3) and, when notes another delivery
+    # wrote caused this one, that delivery
+    trace: str | None = None
+    parent: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ChangeDelivery:
@@ -75,6 +80,8 @@ class ChangeDelivery:
                 previous_error=body.get("previous_error"),
                 api_token=body.get("api_token"),
                 api_url=body.get("api_url"),
+                trace=body.get("trace"),
+                parent=body.get("parent"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed change delivery: {exc!r}") from None

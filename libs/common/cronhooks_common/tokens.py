@@ -1,8 +1,10 @@
 """The agent's short API token (CONTRACT §5): minted by the dispatcher, verified by the importer.
 
 HS256 with a key derived from CRONHOOKS_SECRET_KEY. Claims: iss, aud "cronhooks-api",
-sub "webhook:{id}", delivery_id, depth, read_patterns, write_patterns, iat, exp, jti, and
-max_depth (the webhook's maxDepth: a token deeper than that may read but not write).
+sub "webhook:{id}", delivery_id, depth, read_patterns, write_patterns, iat, exp, jti,
+max_depth (the webhook's maxDepth: a token deeper than that may read but not write), and
+kind and trace (CONTRACT §16.3: the notes it writes name its delivery, `{kind}:{id}`, and
+the change deliveries they fire continue its trace).
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ class ApiClaims:
     expires_at: datetime
     max_depth: int | None = None  # the webhook's maxDepth when the token was minted
     token_id: str | None = None  # the jti: names the token (its staged updates)
+    kind: str | None = None  # its delivery's kind (absent from tokens before revision 3)
+    trace: str | None = None  # its delivery's trace (§16.3)
 
 
 class ApiTokens:
@@ -96,8 +100,10 @@ class ApiTokens:
         write_patterns: list[str],
         now: datetime,
         max_depth: int | None = None,
+        kind: str | None = None,
+        trace: str | None = None,
     ) -> str:
-        claims = {
+        claims: dict[str, object] = {
             "iss": self._issuer,
             "aud": AUDIENCE,
             "sub": f"webhook:{webhook_id}",
@@ -111,6 +117,10 @@ class ApiTokens:
         }
         if max_depth is not None:
             claims["max_depth"] = max_depth
+        if kind is not None:
+            claims["kind"] = kind
+        if trace is not None:
+            claims["trace"] = trace
         return jwt.encode(claims, self._key, algorithm=ALGORITHM)
 
     def verify(self, token: str, *, now: datetime) -> ApiClaims:
@@ -125,6 +135,8 @@ class ApiTokens:
                 expires_at=expires,
                 max_depth=None if claims.get("max_depth") is None else int(claims["max_depth"]),
                 token_id=None if claims.get("jti") is None else str(claims["jti"]),
+                kind=None if claims.get("kind") is None else str(claims["kind"]),
+                trace=None if claims.get("trace") is None else str(claims["trace"]),
             )
         except (KeyError, TypeError, ValueError):
             raise TokenError("token claims are malformed") from None

@@ -38,6 +38,7 @@ from cronhooks_common.events import (
     storable,
 )
 from cronhooks_common.signing import SecretKeys, signature_headers
+from cronhooks_common.traces import delivery_ref, trace_of, traceparent
 from cronhooks_dispatcher import context_notes, payload, sender
 from cronhooks_dispatcher.admit import admit
 from cronhooks_dispatcher.deps import Call, Deps, Fault
@@ -192,6 +193,7 @@ async def _post(
     """POST the signed request; (the body as recorded, what came back)."""
     target = request.target
     timestamp = int(now.timestamp())
+    trace = trace_of(request)
     token = None
     if target.pass_api_key:
         token = deps.tokens.mint(
@@ -202,6 +204,9 @@ async def _post(
             write_patterns=target.write_patterns,
             now=now,
             max_depth=target.max_depth,
+            # what the token writes names this delivery and continues its trace (§16.3)
+            kind=request.kind,
+            trace=trace,
         )
     # attachNotes: the notes as they are now, for this attempt (one query per batch of
     # sends; a webhook without attachNotes asks nothing).
@@ -218,6 +223,7 @@ async def _post(
         body=raw,
         attempt=request.attempt,
     )
+    headers["traceparent"] = traceparent(trace, delivery_ref(request.kind, request.delivery_id))
     result = await sender.post(
         deps.http,
         target.url,

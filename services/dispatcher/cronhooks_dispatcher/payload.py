@@ -10,6 +10,7 @@ from cronhooks_common import jsonfast
 from cronhooks_common.events import CHANGE, UNSET, ChangeSent, Kind, RequestFields
 from cronhooks_common.events import Trigger as TriggerName
 from cronhooks_common.events.delivery import ChangeEvent
+from cronhooks_common.traces import trace_of
 
 if TYPE_CHECKING:  # the types only: this module stays pure
     from cronhooks_dispatcher.context_notes import ContextNote, ContextNotes
@@ -109,6 +110,8 @@ class WebhookBody(TypedDict):
     response_schema: NotRequired[Mapping[str, object]]
     api_token: NotRequired[str | None]  # passApiKey
     api_url: NotRequired[str | None]  # passApiKey
+    trace: NotRequired[str]  # CONTRACT §16.3: the chain's root, `{kind}:{id}` (always, last)
+    parent: NotRequired[str]  # only when another delivery's write caused this one
 
 
 REDACTED = "[redacted]"
@@ -159,6 +162,10 @@ def build_body(
     if target.pass_api_key:
         body["api_token"] = api_token
         body["api_url"] = api_url
+    # Last, so that every byte before them is what it was before traces (§16.3).
+    body["trace"] = trace_of(request)
+    if isinstance(request.parent, str):
+        body["parent"] = request.parent
     return body
 
 

@@ -92,9 +92,9 @@ def changes_received(cause: Event, attempt: Attempt, changes: list[Any]) -> Reco
         changes=changes,
         write_patterns=request.target.write_patterns,
         max_depth=request.target.max_depth,
-        # Written one deeper than what the delivery answers (CONTRACT §4, §11): a cron
-        # slot is depth 0, a change delivery the depth of its note batch.
+        # one deeper than what it answers (§4, §11: a cron slot is 0, a change its batch's)
         depth=(request.depth or 0) + 1,
+        trace=request.trace,  # its writes continue its chain (§16.3); absent: a root
     )
     return Record(cause, NewEvent.of(event), attempt, waits=True)
 

@@ -161,6 +161,7 @@ class AgentNotes:
             causation=causation,
             now=now,
             skip_webhooks=caller.skip_webhooks,
+            origin=caller.origin,
         )
         await eventstore.append(
             conn,

@@ -31,9 +31,11 @@ from cronhooks_common.events import (
     NewEvent,
     NotesImported,
     NotesRejected,
+    UnsetType,
 )
 from cronhooks_common.faults import Endings, internal_error, poison_ender
 from cronhooks_common.handlers import Handlers
+from cronhooks_common.traces import Origin
 from cronhooks_importer.imports import BATCHES, import_changes, verdict
 from cronhooks_importer.rules import ChangeError
 
@@ -76,6 +78,7 @@ async def import_answer(ctx: Importing, event: Event, answer: DeliveryChangesRec
                 depth=answer.depth,
                 max_depth=answer.max_depth,
                 writer=f"delivery:{answer.delivery_id}",
+                origin=Origin.delivery(answer.kind, answer.delivery_id, _or_none(answer.trace)),
                 causation=causation,
                 now=now,
             )
@@ -97,6 +100,10 @@ async def import_answer(ctx: Importing, event: Event, answer: DeliveryChangesRec
         applied=len(applied),
         errors=len(errors),
     )
+
+
+def _or_none(trace: str | UnsetType) -> str | None:
+    return trace if isinstance(trace, str) else None
 
 
 HANDLERS = Handlers[Importing]({DeliveryChangesReceived: import_answer})

@@ -29,6 +29,7 @@ from cronhooks_common.tokens import (
     TokenError,
     is_admin_write_token,
 )
+from cronhooks_common.traces import Origin
 from cronhooks_importer import queries
 from cronhooks_importer.scopes import WebhookScopes
 
@@ -52,6 +53,7 @@ class Caller:
     expires_at: datetime | None  # staged updates expire with the credential
     label: str | None = None  # an API key's name, part of `writer`
     skip_webhooks: bool = False  # its batches fire no change webhook (an API key's flag)
+    origin: Origin | None = None  # what its note versions say wrote them (§16.3)
 
     @property
     def writer(self) -> str:
@@ -119,6 +121,8 @@ class Callers:
             write_patterns=(),
             stage_owner=":".join(claims.actor.split(":", 2)[:2]),  # "admin:{id}"
             expires_at=None,
+            # "admin:{id}:{name}" → "admin:{name}"; an admin's write starts no chain
+            origin=Origin("admin:" + claims.actor.split(":", 2)[-1]),
         )
 
     async def _key_caller(self, key: str) -> Caller:
@@ -138,6 +142,7 @@ class Callers:
             expires_at=None,
             label=row["name"],
             skip_webhooks=row["skip_webhooks"],
+            origin=Origin(f"api_key:{row['name']}"),  # starts no chain (§16.3)
         )
 
 
@@ -159,4 +164,13 @@ async def _token_caller(token: str, claims: ApiClaims, scopes: WebhookScopes) ->
         write_patterns=(claims.write_patterns, scope.write_patterns),
         stage_owner=f"token:{owner}",
         expires_at=claims.expires_at,
+        origin=_delivery_origin(claims),
     )
+
+
+def _delivery_origin(claims: ApiClaims) -> Origin | None:
+    """The delivery a token was minted for, whose chain its writes continue; None for a
+    token minted before revision 3 (no kind: its delivery cannot be named)."""
+    if claims.delivery_id is None or claims.kind is None:
+        return None
+    return Origin.delivery(claims.kind, claims.delivery_id, claims.trace)

@@ -233,4 +233,8 @@ def requested(m: Match, delivery_id: int) -> DeliveryRequested:
         changes=[ChangeSent(**change) for change in m.payload.changes],
         content_truncated=True if m.payload.content_truncated else UNSET,
         target=m.hook.target,
+        # a batch a delivery wrote continues its chain, with it as parent; an admin's or an
+        # API key's write starts none (the delivery is a root: both absent) (§16.3)
+        trace=m.batch[0].change.trace,
+        parent=m.batch[0].change.written_by if m.batch[0].change.trace else UNSET,
     )

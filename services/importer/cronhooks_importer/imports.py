@@ -17,6 +17,7 @@ import msgspec
 from prometheus_client import Counter
 
 from cronhooks_common.events import Causation, ImportFields, NotesImported, NotesRejected
+from cronhooks_common.traces import Origin
 from cronhooks_importer.rules import FORBIDDEN, Change, ChangeError, allowed_by, parse_changes
 from cronhooks_importer.store import Applied, Rejected, apply_changes
 
@@ -33,6 +34,7 @@ async def import_changes(
     writer: str,
     causation: Causation,
     now: datetime,
+    origin: Origin | None = None,
 ) -> tuple[list[Applied], list[ChangeError]]:
     """Check and apply a batch of writes as received (JSON) — an agent's answer or a push."""
     changes, errors = parse_changes(raw, may_write=allowed_by(write_patterns))
@@ -45,6 +47,7 @@ async def import_changes(
         writer=writer,
         causation=causation,
         now=now,
+        origin=origin,
     )
 
 
@@ -68,10 +71,12 @@ async def apply_batch(
     causation: Causation,
     now: datetime,
     skip_webhooks: bool = False,
+    origin: Origin | None = None,
 ) -> tuple[list[Applied], list[ChangeError]]:
     """The one way notes are written: a parsed batch (writes and removals) applied all or
     nothing in a savepoint, at `depth`; (applied, []) or ([], errors)."""
-    # (skip_webhooks: the batch was written with a skipWebhooks API key)
+    # (skip_webhooks: the batch was written with a skipWebhooks API key; origin: who wrote
+    # it, as its note versions record (§16.3))
     errors = errors or too_deep(depth, max_depth)
     if errors:
         return [], errors
@@ -87,6 +92,7 @@ async def apply_batch(
                 causation=causation,
                 now=now,
                 skip_webhooks=skip_webhooks,
+                origin=origin,
             )
     except Rejected as rejected:
         return [], rejected.errors

@@ -27,7 +27,15 @@ from typing import Literal
 import asyncpg
 
 from cronhooks_common import eventstore
-from cronhooks_common.events import AppliedChange, Causation, NewEvent, NoteChanged, note_stream
+from cronhooks_common.events import (
+    UNSET,
+    AppliedChange,
+    Causation,
+    NewEvent,
+    NoteChanged,
+    note_stream,
+)
+from cronhooks_common.traces import Origin
 from cronhooks_importer import queries
 from cronhooks_importer.resolution import Current, conflict, noops, resolve_patches, too_much
 from cronhooks_importer.rules import CONFLICT, Change, ChangeError, content_hash
@@ -69,6 +77,7 @@ async def apply_changes(
     causation: Causation,
     now: datetime,
     skip_webhooks: bool = False,
+    origin: Origin | None = None,
 ) -> list[Applied]:
     """Apply `changes` (writes, patches and removals) as one batch; return them in the
     given order."""
@@ -110,7 +119,9 @@ async def apply_changes(
                 note_stream(a.path),
                 a.version - 1,
                 NewEvent.of(
-                    note_changed(a, c, current.get(c.path), depth, writer, batch_id, skip_webhooks)
+                    note_changed(
+                        a, c, current.get(c.path), depth, writer, batch_id, skip_webhooks, origin
+                    )
                 ),
                 causation,
             )
@@ -161,6 +172,7 @@ def note_changed(
     writer: str,
     batch_id: str,
     skip_webhooks: bool,
+    origin: Origin | None = None,
 ) -> NoteChanged:
     """`note.changed` (CONTRACT §6): path, event, version, content_hash, depth, batch_id;
     `skip_webhooks` when written with such an API key (its batch fires no change webhook)."""
@@ -178,4 +190,6 @@ def note_changed(
         content=change.content,
         batch_id=batch_id,
         skip_webhooks=skip_webhooks,
+        written_by=UNSET if origin is None else origin.written_by,
+        trace=UNSET if origin is None else origin.chain,
     )

@@ -127,6 +127,8 @@ class Carried(msgspec.Struct, frozen=True, kw_only=True):
     batch_id: str | UnsetType = UNSET
     changes: list[ChangeSent] | UnsetType = UNSET
     content_truncated: Literal[True] | UnsetType = UNSET
+    trace: str | UnsetType = UNSET  # a retry is the same delivery: same chain (§16.3)
+    parent: str | UnsetType = UNSET
 
 
 async def with_changes(
@@ -153,6 +155,8 @@ async def with_changes(
                 batch_id=sent.batch_id,
                 changes=sent.changes,
                 content_truncated=sent.content_truncated,
+                trace=sent.trace,
+                parent=sent.parent,
             )
         out.append((stream, version, event))
     return out

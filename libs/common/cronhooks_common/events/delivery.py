@@ -85,6 +85,10 @@ class RequestFields(DeliveryFields, frozen=True, kw_only=True):
     batch_id: str | UnsetType = UNSET
     changes: list[ChangeSent] | UnsetType = UNSET
     content_truncated: Literal[True] | UnsetType = UNSET  # only when the 1 MiB cap cut (§15)
+    # §16.3: only a delivery caused by another's write carries them (a root is its own
+    # trace, `{kind}:{id}`, and has no parent): roots' events stay as they were.
+    trace: str | UnsetType = UNSET
+    parent: str | UnsetType = UNSET
 
 
 class DeliveryRequested(RequestFields, frozen=True, kw_only=True):
@@ -164,3 +168,4 @@ class DeliveryChangesReceived(DeliveryFields, frozen=True, kw_only=True):
     write_patterns: list[str]
     max_depth: int
     depth: int
+    trace: str | UnsetType = UNSET  # §16.3: the delivery's trace, absent for a root

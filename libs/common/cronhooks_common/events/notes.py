@@ -66,6 +66,10 @@ class NoteChanged(Payload, frozen=True, kw_only=True):
     content: str | None
     batch_id: str
     skip_webhooks: bool | UnsetType = UNSET  # absent before API keys existed
+    # §16.3 (absent before revision 3): `cron:{id}`, `change:{id}`, `api_key:{name}` or
+    # `admin:{name}`; and when a delivery wrote it, that delivery's trace
+    written_by: str | UnsetType = UNSET
+    trace: str | UnsetType = UNSET
 
 
 @filler(NoteChanged.TYPE)

@@ -25,6 +25,7 @@ from cronhooks_common.graphql_support import bad_input
 
 Info = GraphQLResolveInfo[Context]
 MAX_LIMIT = 500
+MAX_CHAIN = 1000  # deliveries of one trace listed (CONTRACT §16.3)
 
 
 async def _deliveries(ctx: Context, webhook_id: int, limit: int, kind: str) -> list[GraphQLObject]:
@@ -53,6 +54,13 @@ async def resolve_cron_webhook_delivery(_: Any, info: Info, id: int) -> GraphQLO
     """Null when unknown, or when its webhook was deleted."""
     row = await info.context.pool.fetchrow(sql.DELIVERY, id)
     return None if row is None else dict(row)
+
+
+@query.field("deliveryChain")
+async def resolve_delivery_chain(_: Any, info: Info, trace: str) -> list[GraphQLObject]:
+    """A chain's deliveries, the root first (CONTRACT §16.3); [] for an unknown trace."""
+    rows = await info.context.pool.fetch(sql.DELIVERY_CHAIN, trace, MAX_CHAIN)
+    return [dict(r) for r in rows]
 
 
 @cron_webhook_delivery.field("attempts")

@@ -91,6 +91,11 @@ select d.* from admin.deliveries d join admin.webhooks w on w.id = d.cron_webhoo
 where d.id = $1 and w.disabled_at is null
 """
 
+# A trace's deliveries (CONTRACT §16.3) in request order: ids are taken when requested.
+DELIVERY_CHAIN = """
+select * from admin.deliveries where trace = $1 order by id limit $2
+"""
+
 # An attempt without its log: retention dropped the bodies (logsExpired).
 ATTEMPTS = """
 select a.*, l.request_body, l.response_body, l.agent_logs,

@@ -29,6 +29,7 @@ from cronhooks_common.events import (
     Event,
     UnsetType,
 )
+from cronhooks_common.traces import delivery_ref, trace_of
 
 T = TypeVar("T")
 
@@ -61,6 +62,8 @@ async def requested(
         [p.attempt for _, p in items],
         [e.occurred_at for e, _ in items],
         [_or_none(p.replay_of) for _, p in items],
+        [trace_of(p) for _, p in items],
+        [_or_none(p.parent) for _, p in items],
     )
     slots = [(e, p) for e, p in items if p.trigger == "schedule" and p.attempt == 1]
     await _next_runs(conn, [(e, p.webhook_id, p.next_run_at) for e, p in slots])
@@ -120,6 +123,7 @@ async def finished(
         [e.occurred_at for e, _ in items],
         [e.occurred_at if f else None for (e, _), f in zip(items, final, strict=True)],
         [_retry_at(p) for _, p in items],
+        [delivery_ref(p.kind, p.delivery_id) for _, p in items],  # until its request says
     )
     await _last_deliveries(conn, [item for item, f in zip(items, final, strict=True) if f])
 
@@ -180,6 +184,7 @@ async def skipped(conn: asyncpg.Connection, items: Sequence[tuple[Event, Deliver
         [_ts(p.scheduled_for) for _, p in items],
         [skip_reason(p) for _, p in items],
         [e.occurred_at for e, _ in items],
+        [delivery_ref(p.kind, p.delivery_id) for _, p in items],  # until its request says
     )
     news = [(e, p.webhook_id, p.next_run_at) for e, p in items if p.next_run_at is not UNSET]
     await _next_runs(conn, news)

@@ -25,4 +25,5 @@ async def changed(conn: asyncpg.Connection, items: Sequence[tuple[Event, NoteCha
         [p.content or "" for _, p in items],
         [p.event for _, p in items],
         [p.event == "remove" for _, p in items],
+        [p.written_by if isinstance(p.written_by, str) else None for _, p in items],
     )

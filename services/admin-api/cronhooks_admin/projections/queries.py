@@ -128,10 +128,11 @@ where w.id = x.wh and (w.last_delivery_at is null
 DELIVERIES_REQUESTED = """
 insert into admin.deliveries
     (id, cron_webhook_id, status, trigger, scheduled_for, attempt, created_at,
-     replay_of)
-select id, wh, 'pending', trg, sf, att, at, rep
+     replay_of, trace, parent)
+select id, wh, 'pending', trg, sf, att, at, rep, tr, par
 from unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::int[],
-            $6::timestamptz[], $7::bigint[]) as x(id, wh, trg, sf, att, at, rep)
+            $6::timestamptz[], $7::bigint[], $8::text[], $9::text[])
+    as x(id, wh, trg, sf, att, at, rep, tr, par)
 on conflict (id) do update set
     attempt = greatest(admin.deliveries.attempt, excluded.attempt),
     -- the retry it waited for is under way
@@ -144,7 +145,9 @@ on conflict (id) do update set
     scheduled_for = excluded.scheduled_for,
     created_at = least(admin.deliveries.created_at, excluded.created_at),
     -- only the first request says it (commands/replay.py): a retry's keeps it
-    replay_of = coalesce(excluded.replay_of, admin.deliveries.replay_of)
+    replay_of = coalesce(excluded.replay_of, admin.deliveries.replay_of),
+    -- a request says the chain (§16.3); an outcome projected first guessed a root
+    trace = excluded.trace, parent = excluded.parent
 """
 
 ATTEMPTS_LOGGED = """
@@ -175,10 +178,10 @@ on conflict (delivery_id, attempt) do nothing
 DELIVERIES_FINISHED = """
 insert into admin.deliveries
     (id, cron_webhook_id, status, trigger, scheduled_for, attempt, response_status,
-     duration_ms, error, created_at, completed_at, next_attempt_at)
+     duration_ms, error, created_at, completed_at, next_attempt_at, trace)
 select * from unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
                      $5::timestamptz[], $6::int[], $7::int[], $8::int[], $9::text[],
-                     $10::timestamptz[], $11::timestamptz[], $12::timestamptz[])
+                     $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::text[])
 on conflict (id) do update set
     status = excluded.status, attempt = excluded.attempt,
     next_attempt_at = excluded.next_attempt_at,
@@ -193,10 +196,10 @@ where admin.deliveries.attempt <= excluded.attempt
 DELIVERIES_SKIPPED = """
 insert into admin.deliveries
     (id, cron_webhook_id, status, trigger, scheduled_for, attempt, error, created_at,
-     completed_at)
-select id, wh, 'skipped', trg, sf, 0, err, at, at
+     completed_at, trace)
+select id, wh, 'skipped', trg, sf, 0, err, at, at, tr
 from unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[],
-            $6::timestamptz[]) as x(id, wh, trg, sf, err, at)
+            $6::timestamptz[], $7::text[]) as x(id, wh, trg, sf, err, at, tr)
 on conflict (id) do update set
     status = 'skipped', error = excluded.error, completed_at = excluded.completed_at
 """
@@ -219,14 +222,15 @@ where d.id = x.id
 
 NOTES_CHANGED = """
 insert into admin.notes
-    (path, content_hash, version, depth, updated_at, updated_by, content, event, removed)
+    (path, content_hash, version, depth, updated_at, updated_by, content, event, removed,
+     written_by)
 select * from unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[],
-                     $6::text[], $7::text[], $8::text[], $9::bool[])
+                     $6::text[], $7::text[], $8::text[], $9::bool[], $10::text[])
 on conflict (path) do update set
     content_hash = excluded.content_hash, version = excluded.version,
     depth = excluded.depth, updated_at = excluded.updated_at,
     updated_by = excluded.updated_by, content = excluded.content,
-    event = excluded.event, removed = excluded.removed
+    event = excluded.event, removed = excluded.removed, written_by = excluded.written_by
 where admin.notes.version < excluded.version
 """
 
