@@ -52,6 +52,7 @@ TARGET = {
     "concurrency_policy": "FORBID",
     "execution_group": "",
     "attach_notes": [],
+    "timezone": "UTC",  # a cron webhook's costs count on days in its zone (maxCostPerDay)
 }
 
 

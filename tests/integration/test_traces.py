@@ -37,8 +37,15 @@ def traceparent(trace: str, ref: str) -> str:
 
 
 async def written_by(system: System, path: str) -> str | None:
-    _, body = await system.graphql(system.admin, WRITTEN_BY, {"path": path})
-    return body["data"]["note"]["writtenBy"]  # type: ignore[no-any-return]
+    """The note's writtenBy, once admin-api's read model has the note (it follows the
+    event store: a delivery can reach the agent before the projector has read the write)."""
+
+    async def note() -> dict[str, Any] | None:
+        _, body = await system.graphql(system.admin, WRITTEN_BY, {"path": path})
+        found: dict[str, Any] | None = body["data"]["note"]
+        return found
+
+    return (await eventually(note))["writtenBy"]  # type: ignore[no-any-return]
 
 
 async def chain(system: System, trace: str, count: int) -> list[dict[str, Any]]:
