@@ -183,7 +183,7 @@ def test_the_json_shapes_name_the_fields_of_their_classes() -> None:
     from cronhooks_dispatcher.alert_messages import AlertBody
 
     assert set(ConfigData.__optional_keys__) == set(WebhookConfig.__struct_fields__)
-    assert set(AlertBody.__required_keys__) == {
+    assert set(AlertBody.__required_keys__ | AlertBody.__optional_keys__) == {
         *AlertFields.__struct_fields__,
         "type",
         "admin_url",

@@ -28,6 +28,7 @@ def test_defaults_match_the_contract() -> None:
     assert s.fire_jwt_algorithm == "RS256"
     assert (s.attempt_log_retention_days, s.delivery_retention_days) == (7, 30)
     assert (s.alert_webhook_url, s.alert_webhook_secret, s.alert_after) == (None, None, 3)
+    assert s.max_chain_deliveries == 100
     assert s.dev_mode is False
     assert s.queue_type == "classic"
 
@@ -59,6 +60,8 @@ def test_secret_key_is_required() -> None:
         ("CRONHOOKS_DELIVERY_RETENTION_DAYS", "a month"),
         ("CRONHOOKS_ALERT_WEBHOOK_URL", "slack"),
         ("CRONHOOKS_ALERT_AFTER", "0"),
+        ("CRONHOOKS_MAX_CHAIN_DELIVERIES", "0"),
+        ("CRONHOOKS_MAX_CHAIN_DELIVERIES", "many"),
         ("CRONHOOKS_DEV_MODE", "sometimes"),
         ("CRONHOOKS_QUEUE_TYPE", "stream"),
     ],
@@ -119,4 +122,11 @@ def test_a_bad_fire_jwt_algorithm_names_the_variable_and_the_choices() -> None:
         Settings.from_mapping({**KEY, "CRONHOOKS_FIRE_JWT_ALGORITHM": "HS256"})
     assert str(err.value) == (
         "CRONHOOKS_FIRE_JWT_ALGORITHM: expected one of RS256, ES256, EdDSA (got 'HS256')"
+    )
+
+
+def test_the_chain_limit_is_read_from_the_environment() -> None:
+    assert (
+        Settings.from_mapping({**KEY, "CRONHOOKS_MAX_CHAIN_DELIVERIES": "5"}).max_chain_deliveries
+        == 5
     )

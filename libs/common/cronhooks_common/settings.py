@@ -116,6 +116,9 @@ class Settings:
     alert_webhook_url: str | None = None
     alert_webhook_secret: str | None = None
     alert_after: int = 3
+    # Breadth of a chain (CONTRACT §11): deliveries one root causes in its trace, itself
+    # included; the depth guard alone bounds how deep a chain goes, not how wide.
+    max_chain_deliveries: int = 100
     dev_mode: bool = False  # the unauthenticated debug endpoints; never in production
     queue_type: str = "classic"  # of every queue the services declare
 
@@ -199,6 +202,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "alert_webhook_url": _url("http", "https"),
     "alert_webhook_secret": _text,
     "alert_after": _int(1, 1_000_000),
+    "max_chain_deliveries": _int(1, 1_000_000),
     "dev_mode": _bool,
     "queue_type": _choice("classic", "quorum"),
 }

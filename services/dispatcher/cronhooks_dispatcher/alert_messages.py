@@ -7,7 +7,7 @@ on every try, so a receiver can drop a repeat.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from cronhooks_common.events import AlertFields, AlertResolved, Event, Kind
 from cronhooks_dispatcher.alerts import stage
@@ -35,6 +35,7 @@ class AlertBody(TypedDict):
     admin_url: str
     occurred_at: str
     text: str
+    trace: NotRequired[str]  # a chain alert (CONTRACT §11): the trace that reached the limit
 
 
 def message_id(alert: AlertFields) -> str:
@@ -52,6 +53,9 @@ def text(alert: AlertFields) -> str:
     if isinstance(alert, AlertResolved):
         why = RESOLVED_BECAUSE.get(alert.reason, "is resolved")
         line = f"[cronhooks] RESOLVED: {name} {why}"
+    elif isinstance(alert.trace, str):
+        # a chain alert (CONTRACT §11): no failures to count, a chain that grew too wide
+        line = f"[cronhooks] ALERT: {name}: {alert.last_error or 'chain_limit'}"
     else:
         failures = alert.consecutive_failures
         what = "is disabled after" if alert.disabled else "has"
@@ -64,7 +68,7 @@ def text(alert: AlertFields) -> str:
 
 def body(event: Event, alert: AlertFields, public_url: str) -> AlertBody:
     """The POST's body for the alert event `event` (its typed data: `alert`)."""
-    return {
+    out: AlertBody = {
         "type": event.type,
         "alert_id": alert.alert_id,
         "webhook_id": alert.webhook_id,
@@ -78,3 +82,6 @@ def body(event: Event, alert: AlertFields, public_url: str) -> AlertBody:
         "occurred_at": event.to_json()["occurred_at"],
         "text": text(alert),
     }
+    if isinstance(alert.trace, str):
+        out["trace"] = alert.trace
+    return out

@@ -18,17 +18,21 @@ Every SQL statement is in queries.py.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import asyncpg
 
 from cronhooks_common.consumer import Consumer
 from cronhooks_common.events import Event
 from cronhooks_common.service import Runtime
+from cronhooks_common.settings import Settings
 from cronhooks_common.tokens import AdminWriteTokens, ApiTokens
 from cronhooks_importer.agent_graphql import add_agent_graphql
 from cronhooks_importer.agent_notes import AgentNotes
 from cronhooks_importer.answers import HANDLERS, INBOX, Importing, fault_ender
 from cronhooks_importer.api import add_token_api
 from cronhooks_importer.callers import Callers
+from cronhooks_importer.chain_limit import ChainPolicy
 from cronhooks_importer.change_matcher import ChangeMatcher
 from cronhooks_importer.scopes import WebhookScopes
 
@@ -69,7 +73,9 @@ class Importer:
             on_poison=fault_ender(runtime.pool, clock),
             queue_type=runtime.settings.queue_type,
         )
-        self.matcher = ChangeMatcher(runtime.pool, settings.database_url, clock)
+        self.matcher = ChangeMatcher(
+            runtime.pool, settings.database_url, clock, chains=chain_policy(settings)
+        )
 
     async def start(self) -> None:
         await self.consumer.start()
@@ -82,3 +88,14 @@ class Importer:
 
 async def bootstrap(runtime: Runtime) -> Importer:
     return Importer(runtime)
+
+
+def chain_policy(settings: Settings) -> ChainPolicy:
+    """A chain's count is kept while its deliveries are (CRONHOOKS_DELIVERY_RETENTION_DAYS;
+    30 days when those are kept forever, which bounds the table all the same)."""
+    days = settings.delivery_retention_days or 30
+    return ChainPolicy(
+        limit=settings.max_chain_deliveries,
+        post_alerts=settings.alert_webhook_url is not None,
+        keep=timedelta(days=days),
+    )

@@ -18,6 +18,8 @@ before matching.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import asyncpg
 import msgspec
 import structlog
@@ -33,12 +35,14 @@ from cronhooks_common.tail import (
     scan_after,
 )
 from cronhooks_importer import queries
+from cronhooks_importer.chain_limit import DEFAULT, ChainPolicy
 from cronhooks_importer.change_index import ChangeIndex
 from cronhooks_importer.change_step import MATCHING, match_events
 
 log = structlog.get_logger(__name__)
 
 MATCHER_LOCK = 0x63726F6E_6D617463  # "cronmatc"
+PRUNE_EVERY = timedelta(hours=1)
 TYPES = MATCHING.routing_keys  # the change webhooks' webhook.* events and note.changed
 
 
@@ -51,8 +55,11 @@ class ChangeMatcher:
         *,
         batch_size: int = 1000,
         poll_seconds: float = 1.0,
+        chains: ChainPolicy = DEFAULT,
     ) -> None:
         self._pool = pool
+        self._chains = chains
+        self._pruned_at: datetime | None = None
         self._clock = clock
         self._batch_size = batch_size
         self._loop = TailLoop(
@@ -90,7 +97,8 @@ class ChangeMatcher:
                     rest, last = await read_rest_of(conn, last, types=TYPES, table=KEPT_EVENTS)
                     events += rest
                 if events:
-                    await match_events(conn, index, events, self._clock)
+                    await match_events(conn, index, events, self._clock, self._chains)
+                await self._forget_idle_chains(conn)
                 if last != after:
                     await queries.move_matcher_checkpoint(conn, last)
                 waiting = await held_back(conn, last, table=KEPT_EVENTS)
@@ -99,6 +107,18 @@ class ChangeMatcher:
             raise
         self._index_at = last
         return scanned, waiting
+
+    async def _forget_idle_chains(self, conn: asyncpg.Connection) -> None:
+        """Drop the counts of chains idle past `keep`, at most once an hour: a chain whose
+        deliveries have left the history can ask for nothing more, and the table stays
+        small."""
+        now = self._clock.now()
+        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY:
+            return
+        self._pruned_at = now
+        dropped = await queries.forget_idle_chains(conn, now - self._chains.keep)
+        if dropped:
+            log.info("idle_chains_forgotten", chains=dropped)
 
     async def _index_for(self, conn: asyncpg.Connection, at: Checkpoint) -> ChangeIndex:
         """The index as of checkpoint `at` (another replica may have moved it since)."""

@@ -8,7 +8,7 @@ commit order, routed by `MATCHING` inside the step's transaction.
   matcher's copy (`importer.change_webhooks`) and the index (change_index.py) take it.
 - at the end, the (webhook, batch) pairs fired are claimed (`importer.change_requests`, at
   most once each) and every claim won requests a delivery (`delivery.requested`, kind
-  `change`, on its own stream).
+  `change`, on its own stream), or is skipped when its chain is full (chain_limit.py).
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ from cronhooks_common.events import (
 )
 from cronhooks_common.handlers import Handlers
 from cronhooks_importer import queries
+from cronhooks_importer.chain_alerts import raise_chain_alert
+from cronhooks_importer.chain_limit import DEFAULT, ChainPolicy, added, places
+from cronhooks_importer.chain_limit import skipped as chain_skipped
 from cronhooks_importer.change_index import ChangeIndex, ChangeWebhook
 
 log = structlog.get_logger(__name__)
@@ -55,6 +58,10 @@ REQUESTED = Counter(
     "cronhooks_change_deliveries_requested_total", "Deliveries requested by change webhooks"
 )
 BATCHES = Counter("cronhooks_change_batches_matched_total", "Note batches matched")
+SKIPPED = Counter(
+    "cronhooks_change_deliveries_chain_skipped_total",
+    "Change deliveries skipped: their chain reached CRONHOOKS_MAX_CHAIN_DELIVERIES",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +187,11 @@ MATCHING = Handlers[Step](
 
 
 async def match_events(
-    conn: asyncpg.Connection, index: ChangeIndex, events: list[Event], clock: Clock
+    conn: asyncpg.Connection,
+    index: ChangeIndex,
+    events: list[Event],
+    clock: Clock,
+    chains: ChainPolicy = DEFAULT,
 ) -> None:
     """Handle one step's events in commit order, then request what their batches fire."""
     step = Step(conn, index)
@@ -188,33 +199,53 @@ async def match_events(
         await MATCHING.handle(step, event)
     step.judge_notes()
     if step.fired:
-        await request_deliveries(conn, step.fired, clock.now())
+        await request_deliveries(conn, step.fired, clock.now(), chains)
 
 
-async def request_deliveries(conn: asyncpg.Connection, fired: list[Match], now: datetime) -> None:
+async def request_deliveries(
+    conn: asyncpg.Connection,
+    fired: list[Match],
+    now: datetime,
+    chains: ChainPolicy = DEFAULT,
+) -> None:
     """Claim every (webhook, batch) of the step in one statement and append a delivery
-    for each claim won (one lost was requested before: a replay)."""
+    for each claim won (one lost was requested before: a replay). Each is counted in its
+    chain in this transaction; one past CRONHOOKS_MAX_CHAIN_DELIVERIES is skipped."""
     won = await queries.claim_change_requests(
         conn, [(m.hook.webhook_id, m.batch_id, m.batch_at) for m in fired], now=now
     )
+    claimed = [
+        (m, won[(m.hook.webhook_id, m.batch_id)])
+        for m in fired
+        if (m.hook.webhook_id, m.batch_id) in won  # else requested before: never twice
+    ]
+    traces = [t if isinstance(t := m.batch[0].change.trace, str) else None for m, _ in claimed]
+    counts = (
+        await queries.count_chain_deliveries(conn, added(traces), now=now) if any(traces) else {}
+    )
     appends: list[Append] = []
-    for m in fired:
-        delivery_id = won.get((m.hook.webhook_id, m.batch_id))
-        if delivery_id is None:
-            continue  # requested before (a replay): never a second delivery
+    for (m, delivery_id), place in zip(claimed, places(traces, counts, chains.limit), strict=True):
         causation = Causation.following(m.batch[0].event, actor="importer")
-        event = NewEvent.of(requested(m, delivery_id))
+        request = requested(m, delivery_id)
+        event = NewEvent.of(request)
+        if place is not None and not place.allowed:
+            event = NewEvent.of(chain_skipped(request, chains.limit))
+            SKIPPED.inc()
+            if place.raises_alert and isinstance(request.trace, str):
+                await raise_chain_alert(conn, chains, m.hook, request.trace, causation, now)
+        else:
+            REQUESTED.inc()
         appends.append((delivery_stream(delivery_id), 0, event, causation))
         log.info(
-            "change_delivery_requested",
+            "change_delivery_" + ("requested" if event.type == request.TYPE else "skipped"),
             webhook_id=m.hook.webhook_id,
             delivery_id=delivery_id,
             changes=len(m.payload.changes),
             depth=m.depth,
+            place=None if place is None else place.number,
         )
     if appends:
         await eventstore.append_many(conn, appends, occurred_at=now)
-        REQUESTED.inc(len(appends))
 
 
 def requested(m: Match, delivery_id: int) -> DeliveryRequested:

@@ -88,3 +88,51 @@ async def claim_change_requests(
         [batch_at for _, _, batch_at in claims],
     )
     return {(r["webhook_id"], r["batch_id"]): r["delivery_id"] for r in rows}
+
+
+# --- importer.chain_counts ---------------------------------------------------------------
+
+
+async def count_chain_deliveries(
+    conn: asyncpg.Connection, added: Sequence[tuple[str, int]], *, now: datetime
+) -> dict[str, int]:
+    """Add (trace, new deliveries) to each chain's count and return the counts after. A
+    chain first seen starts at 1: its root, requested where the matcher does not look (a
+    cron slot, a trigger, an admin's write). The row lock orders concurrent callers."""
+    rows = await conn.fetch(
+        """
+        insert into importer.chain_counts (trace, deliveries, last_at)
+        select t, 1 + n, $3 from unnest($1::text[], $2::int[]) as x(t, n)
+        on conflict (trace) do update
+            set deliveries = importer.chain_counts.deliveries + excluded.deliveries - 1,
+                last_at = excluded.last_at
+        returning trace, deliveries
+        """,
+        [trace for trace, _ in added],
+        [n for _, n in added],
+        now,
+    )
+    return {r["trace"]: r["deliveries"] for r in rows}
+
+
+async def forget_idle_chains(conn: asyncpg.Connection, before: datetime) -> int:
+    """Drop the counts of chains that requested nothing since `before`."""
+    status = await conn.execute("delete from importer.chain_counts where last_at < $1", before)
+    return int(status.split()[-1])
+
+
+async def next_alert_id(conn: asyncpg.Connection) -> int:
+    """An alert id from the dispatcher's sequence: one id space for every alert."""
+    return int(await conn.fetchval("select nextval('dispatcher.alert_ids')"))
+
+
+async def queue_alert_post(
+    conn: asyncpg.Connection, event_id: object, alert_id: int, now: datetime
+) -> None:
+    """A row for the dispatcher's alert sink (alert_sink.py), as alerts.py writes one."""
+    await conn.execute(
+        "insert into dispatcher.alert_posts (event_id, alert_id, due_at) values ($1, $2, $3)",
+        event_id,
+        alert_id,
+        now,
+    )

@@ -25,10 +25,14 @@ from cronhooks_importer.matcher_queries import (
     change_webhook_config,
     change_webhook_configs,
     claim_change_requests,
+    count_chain_deliveries,
     forget_change_webhook,
+    forget_idle_chains,
     keep_change_webhook,
     matcher_checkpoint,
     move_matcher_checkpoint,
+    next_alert_id,
+    queue_alert_post,
     try_lock_matcher,
 )
 from cronhooks_importer.patches import Patch
@@ -40,10 +44,14 @@ __all__ = [
     "change_webhook_config",
     "change_webhook_configs",
     "claim_change_requests",
+    "count_chain_deliveries",
     "forget_change_webhook",
+    "forget_idle_chains",
     "keep_change_webhook",
     "matcher_checkpoint",
     "move_matcher_checkpoint",
+    "next_alert_id",
+    "queue_alert_post",
     "try_lock_matcher",
 ]
 

@@ -12,7 +12,14 @@ from cronhooks_common.events.webhook import CostAmount, Target
 
 ChangeEvent = Literal["create", "update", "remove"]
 SkipReason = Literal[
-    "missed", "concurrency", "still_running", "deleted", "disabled", "budget", "cost_budget"
+    "missed",
+    "concurrency",
+    "still_running",
+    "deleted",
+    "disabled",
+    "budget",
+    "cost_budget",
+    "chain_limit",
 ]
 
 
@@ -158,6 +165,11 @@ class DeliverySkipped(DeliveryFields, frozen=True, kw_only=True):
     day: str | UnsetType = UNSET  # reasons budget, cost_budget: the day in the webhook's zone
     # reason cost_budget (§16.4): the limit reached (the first of maxCostPerDay's that was)
     cost_limit: CostAmount | UnsetType = UNSET
+    # reason chain_limit (§11): CRONHOOKS_MAX_CHAIN_DELIVERIES as it was, and the skipped
+    # change delivery's place in its chain (§16.3), as its request would have said
+    max_chain_deliveries: int | UnsetType = UNSET
+    trace: str | UnsetType = UNSET
+    parent: str | UnsetType = UNSET
 
 
 class DeliveryChangesReceived(DeliveryFields, frozen=True, kw_only=True):

@@ -167,6 +167,9 @@ def skip_reason(p: DeliverySkipped) -> str:
     if p.reason == "cost_budget":
         # maxCostPerDay reached (CONTRACT §16.4: "shown as skipped with error `cost_budget`")
         return "cost_budget"
+    if p.reason == "chain_limit":
+        # the trace reached CRONHOOKS_MAX_CHAIN_DELIVERIES (CONTRACT §11): the reason itself
+        return "chain_limit"
     if p.reason in ("deleted", "disabled"):
         return f"skipped: the webhook was {p.reason} while the delivery waited its turn"
     return f"skipped: {p.reason}"
@@ -184,7 +187,12 @@ async def skipped(conn: asyncpg.Connection, items: Sequence[tuple[Event, Deliver
         [_ts(p.scheduled_for) for _, p in items],
         [skip_reason(p) for _, p in items],
         [e.occurred_at for e, _ in items],
-        [delivery_ref(p.kind, p.delivery_id) for _, p in items],  # until its request says
+        # a chain_limit skip names its chain; any other, until its request says
+        [
+            p.trace if isinstance(p.trace, str) else delivery_ref(p.kind, p.delivery_id)
+            for _, p in items
+        ],
+        [p.parent if isinstance(p.parent, str) else None for _, p in items],
     )
     news = [(e, p.webhook_id, p.next_run_at) for e, p in items if p.next_run_at is not UNSET]
     await _next_runs(conn, news)

@@ -196,10 +196,10 @@ where admin.deliveries.attempt <= excluded.attempt
 DELIVERIES_SKIPPED = """
 insert into admin.deliveries
     (id, cron_webhook_id, status, trigger, scheduled_for, attempt, error, created_at,
-     completed_at, trace)
-select id, wh, 'skipped', trg, sf, 0, err, at, at, tr
+     completed_at, trace, parent)
+select id, wh, 'skipped', trg, sf, 0, err, at, at, tr, par
 from unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[],
-            $6::timestamptz[], $7::text[]) as x(id, wh, trg, sf, err, at, tr)
+            $6::timestamptz[], $7::text[], $8::text[]) as x(id, wh, trg, sf, err, at, tr, par)
 on conflict (id) do update set
     status = 'skipped', error = excluded.error, completed_at = excluded.completed_at
 """
