@@ -12,15 +12,18 @@ from __future__ import annotations
 from datetime import date, datetime
 
 import asyncpg
+import msgspec
 
 from cronhooks_common import budget
 from cronhooks_common.events import UNSET, DeliveryRequested, DeliverySkipped
+from cronhooks_common.events.delivery import SkipReason
 from cronhooks_scheduler.slot_events import SlotEvent
 from cronhooks_scheduler.webhook_copy import Schedule
 
 
-def over_budget(request: DeliveryRequested, limit: int, day: date) -> DeliverySkipped:
-    """The skip that takes the place of a slot's request beyond its day's budget. Pure."""
+def slot_skipped(request: DeliveryRequested, reason: SkipReason, day: date) -> DeliverySkipped:
+    """The skip that takes the place of a slot's request on `day` (a budget's: `budget`
+    here, `cost_budget` in cost_budget.py, which name their limit beside it). Pure."""
     assert request.scheduled_for is not None  # a slot's request names its slot
     return DeliverySkipped(
         delivery_id=request.delivery_id,
@@ -30,13 +33,19 @@ def over_budget(request: DeliveryRequested, limit: int, day: date) -> DeliverySk
         trigger="schedule",
         scheduled_for=request.scheduled_for,
         status="skipped",
-        reason="budget",
+        reason=reason,
         # A catch-up delivery standing for earlier missed slots skips them all.
         skipped_count=1 + request.missed_count,
         first_skipped=request.scheduled_for,
         next_run_at=None if request.next_run_at is UNSET else request.next_run_at,
-        max_deliveries_per_day=limit,
         day=day.isoformat(),
+    )
+
+
+def over_budget(request: DeliveryRequested, limit: int, day: date) -> DeliverySkipped:
+    """The skip of a slot's request beyond its day's budget. Pure."""
+    return msgspec.structs.replace(
+        slot_skipped(request, "budget", day), max_deliveries_per_day=limit
     )
 
 

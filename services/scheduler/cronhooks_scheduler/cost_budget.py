@@ -16,9 +16,11 @@ from __future__ import annotations
 from datetime import date, datetime
 
 import asyncpg
+import msgspec
 
 from cronhooks_common import budget, daily_costs
-from cronhooks_common.events import UNSET, CostAmount, DeliveryRequested, DeliverySkipped
+from cronhooks_common.events import CostAmount, DeliveryRequested, DeliverySkipped
+from cronhooks_scheduler.budget import slot_skipped
 from cronhooks_scheduler.slot_events import SlotEvent
 from cronhooks_scheduler.webhook_copy import Schedule
 
@@ -37,23 +39,7 @@ def reached(limits: tuple[CostAmount, ...], spent: dict[str, float]) -> CostAmou
 
 def over_cost_budget(request: DeliveryRequested, limit: CostAmount, day: date) -> DeliverySkipped:
     """The skip that takes the place of a slot's request once a cost limit is reached. Pure."""
-    assert request.scheduled_for is not None  # a slot's request names its slot
-    return DeliverySkipped(
-        delivery_id=request.delivery_id,
-        webhook_id=request.webhook_id,
-        kind=request.kind,
-        attempt=0,
-        trigger="schedule",
-        scheduled_for=request.scheduled_for,
-        status="skipped",
-        reason="cost_budget",
-        # A catch-up delivery standing for earlier missed slots skips them all.
-        skipped_count=1 + request.missed_count,
-        first_skipped=request.scheduled_for,
-        next_run_at=None if request.next_run_at is UNSET else request.next_run_at,
-        day=day.isoformat(),
-        cost_limit=limit,
-    )
+    return msgspec.structs.replace(slot_skipped(request, "cost_budget", day), cost_limit=limit)
 
 
 async def apply(
