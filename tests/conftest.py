@@ -221,3 +221,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for prefix, group in SERIAL_GROUPS.items():
             if item.nodeid.startswith(prefix):
                 item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(report: pytest.TestReport) -> object:
+    """A worker's report goes to the controller as UTF-8 (pytest -n): a lone surrogate in
+    it — the fuzz tests send them, and the services log what they refuse — would crash
+    the worker (execnet: "surrogates not allowed"). They are sent escaped (\\ud800)."""
+    data = yield
+    return utf8_safe(data)
+
+
+def utf8_safe(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {utf8_safe(k): utf8_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(utf8_safe(v) for v in value)
+    return value
