@@ -113,16 +113,9 @@ class DailyStatsLoader(DataLoader[DayKey, list[GraphQLObject]]):
         self._clock = clock
 
     async def batch_load_fn(self, keys: list[DayKey]) -> list[list[GraphQLObject]]:
-        rows = await self._pool.fetch(
-            sql.DAILY_STATS,
-            [k[0] for k in keys],
-            [k[1] for k in keys],
-            [k[2] for k in keys],
-            self._clock.now(),
-        )
-        found: dict[DayKey, list[GraphQLObject]] = {k: [] for k in keys}
-        for r in rows:
-            found[(r["id"], r["tz"], r["days"])].append(
+        found = await _rows_by_day_key(self._pool, sql.DAILY_STATS, keys, self._clock)
+        return [
+            [
                 {
                     "day": r["day"].isoformat(),
                     "total": r["total"],
@@ -130,8 +123,10 @@ class DailyStatsLoader(DataLoader[DayKey, list[GraphQLObject]]):
                     "failed": r["failed"],
                     "p_95_duration_ms": None if r["p95"] is None else round(r["p95"]),
                 }
-            )
-        return [found[k] for k in keys]
+                for r in found[k]
+            ]
+            for k in keys
+        ]
 
 
 class CostTotalsLoader(DataLoader[DayKey, list[GraphQLObject]]):
@@ -144,19 +139,27 @@ class CostTotalsLoader(DataLoader[DayKey, list[GraphQLObject]]):
         self._clock = clock
 
     async def batch_load_fn(self, keys: list[DayKey]) -> list[list[GraphQLObject]]:
-        rows = await self._pool.fetch(
-            sql.COST_TOTALS,
-            [k[0] for k in keys],
-            [k[1] for k in keys],
-            [k[2] for k in keys],
-            self._clock.now(),
-        )
-        found: dict[DayKey, list[GraphQLObject]] = {k: [] for k in keys}
-        for r in rows:
-            # 12 significant digits: what the agents reported, without the noise of summing
-            # binary fractions (three reports of 0.4 sum to 1.2000000000000002).
-            amount = float(f"{r['amount']:.12g}")
-            found[(r["id"], r["tz"], r["days"])].append(
-                {"day": r["day"], "unit": r["unit"], "amount": amount}
-            )
-        return [found[k] for k in keys]
+        found = await _rows_by_day_key(self._pool, sql.COST_TOTALS, keys, self._clock)
+        # 12 significant digits: what the agents reported, without the noise of summing
+        # binary fractions (three reports of 0.4 sum to 1.2000000000000002).
+        return [
+            [
+                {"day": r["day"], "unit": r["unit"], "amount": float(f"{r['amount']:.12g}")}
+                for r in found[k]
+            ]
+            for k in keys
+        ]
+
+
+async def _rows_by_day_key(
+    pool: asyncpg.Pool, query: str, keys: list[DayKey], clock: Clock
+) -> dict[DayKey, list[asyncpg.Record]]:
+    """One query for many (webhook, zone, days) windows (DAILY_STATS, COST_TOTALS: keyed
+    by id, tz, days, up to now), its rows grouped by window in the query's order."""
+    rows = await pool.fetch(
+        query, [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], clock.now()
+    )
+    found: dict[DayKey, list[asyncpg.Record]] = {k: [] for k in keys}
+    for r in rows:
+        found[(r["id"], r["tz"], r["days"])].append(r)
+    return found
