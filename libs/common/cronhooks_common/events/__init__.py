@@ -73,6 +73,14 @@ from cronhooks_common.events.notes import (
     NotesImported,
     NotesRejected,
 )
+from cronhooks_common.events.run import (
+    MAX_RUN_SECONDS,
+    RUN_TIMEOUT_SECONDS,
+    RunFields,
+    RunFinished,
+    RunStarted,
+    RunState,
+)
 from cronhooks_common.events.trigger import (
     ArmedFields,
     FireFields,
@@ -101,6 +109,8 @@ from cronhooks_common.events.webhook import (
 __all__ = [
     "CHANGE",
     "CRON",
+    "MAX_RUN_SECONDS",
+    "RUN_TIMEOUT_SECONDS",
     "SCHEMA_VERSION",
     "UNSET",
     "AgentCreated",
@@ -143,6 +153,10 @@ __all__ = [
     "NotesRejected",
     "Payload",
     "RequestFields",
+    "RunFields",
+    "RunFinished",
+    "RunStarted",
+    "RunState",
     "Target",
     "Timestamp",
     "Trigger",
