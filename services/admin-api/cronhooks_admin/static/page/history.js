@@ -1,10 +1,13 @@
-// A webhook's deliveries and its 7-day chart. Reloaded every 2 s while shown: only the
-// deliveries that changed are drawn again, and the attempts a user opened stay open.
+// A webhook's deliveries and its 7-day chart. Reloaded every 2 s while
+// shown: only the deliveries that changed are drawn again, and the attempts a user opened
+// stay open. A delivery opened shows its costs and its attempts.
 import { gql, reason } from "./api.js";
 import { $, el, patchKeyed, text } from "./dom.js";
 import { when } from "./time.js";
 import { API } from "./kinds.js";
 import { drawChart, clearChart } from "./chart.js";
+import { attemptViews, duration } from "./attempts.js";
+import { costsView } from "./agent_report.js";
 
 const REFRESH_MS = 2000;
 let current = null;          // { kind, id, zone }
@@ -18,7 +21,9 @@ function query(kind) {
     dailyStats(days: 7) { day total succeeded failed p95DurationMs } }
   deliveries: ${api.deliveries} {
     id status trigger scheduledFor attempt durationMs error createdAt completedAt nextAttemptAt
-    attempts { attempt requestBody requestBodyTruncated responseStatus responseBody errorMessage durationMs startedAt logsExpired } } }`;
+    costs { unit amount }
+    attempts { attempt requestBody requestBodyTruncated responseStatus responseBody errorMessage durationMs startedAt logsExpired
+      costs { unit amount } agentLogs { ts level msg data } } } }`;
 }
 
 export async function openHistory(kind, id) {
@@ -80,11 +85,6 @@ export async function loadHistory() {
   $("#deliveries-empty").classList.toggle("hidden", deliveries.length > 0);
 }
 
-function duration(ms) {
-  if (ms === null || ms === undefined) return "—";
-  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
-}
-
 function stamp(iso, zone) {
   const [date, time, abbr] = when(iso, zone).split(" ");
   return iso ? [el("span", { class: "nowrap" }, time, " ", el("span", { class: "muted" }, abbr)), el("div", { class: "muted small" }, date)] : ["—"];
@@ -98,7 +98,7 @@ function attemptsCell(d) {
 
 function renderDelivery(d, zone) {
   const details = el("tr", { class: "attempt-details" + (opened.has(d.id) ? "" : " hidden") },
-    el("td", { colspan: 8 }, ...attemptViews(d, zone)));
+    el("td", { colspan: 8 }, costsView(d.costs, "Costs of this delivery:"), ...attemptViews(d, zone)));
   const summary = el("tr", {
     class: "delivery", "data-id": d.id, "data-status": d.status, title: "Show the attempts",
     onclick: () => {
@@ -119,40 +119,3 @@ function renderDelivery(d, zone) {
   return el("tbody", { "data-id": d.id }, summary, details);
 }
 
-function pretty(body) {
-  try { return JSON.stringify(JSON.parse(body), null, 2); } catch { return body; }
-}
-
-function attemptViews(d, zone) {
-  if (!d.attempts.length) {
-    const why = d.status === "skipped" ? text(d.error) : "No attempt has finished yet.";
-    return [el("div", { class: "muted attempt-none" }, why)];
-  }
-  // A scheduled retry says when (CONTRACT §15: nextAttemptAt).
-  const next = d.nextAttemptAt
-    ? [el("div", { class: "muted next-attempt" }, `Next attempt at ${when(d.nextAttemptAt, zone)}`)] : [];
-  return next.concat(d.attempts.map(a => {
-    const head = el("div", { class: "attempt-head" },
-      el("strong", {}, `Attempt ${a.attempt}`),
-      a.attempt > 1 ? el("span", { class: "badge" }, "retry") : null,
-      el("span", { class: "muted" }, when(a.startedAt, zone)),
-      el("span", { class: "muted" }, duration(a.durationMs)),
-      a.responseStatus !== null ? el("span", { class: "badge " + (a.responseStatus < 300 ? "status-success" : "status-failed") }, `HTTP ${a.responseStatus}`)
-        : el("span", { class: "badge status-failed" }, "no response"));
-    if (a.logsExpired) {
-      return el("div", { class: "attempt" }, head,
-        el("div", { class: "logs-expired" }, "logs expired — retention dropped this attempt's request and response bodies"),
-        a.errorMessage ? el("div", { class: "status-failed" }, a.errorMessage) : null);
-    }
-    let response;
-    if (a.responseBody) response = el("pre", { class: "response" }, pretty(a.responseBody));
-    else if (a.errorMessage) response = el("div", { class: "no-response" }, el("strong", {}, "No response: "), a.errorMessage);
-    else response = el("div", { class: "muted" }, "(empty body)");
-    return el("div", { class: "attempt" }, head,
-      a.errorMessage && a.responseBody ? el("div", { class: "status-failed" }, a.errorMessage) : null,
-      el("div", { class: "bodies" },
-        el("div", {}, el("div", { class: "muted small" }, a.requestBodyTruncated ? "Request (its first 64 KiB)" : "Request"),
-          el("pre", { class: "request" }, a.requestBodyTruncated ? a.requestBody : pretty(a.requestBody))),
-        el("div", {}, el("div", { class: "muted small" }, "Response"), response)));
-  }));
-}
