@@ -1,4 +1,4 @@
-// A webhook's deliveries and its 7-day chart. Reloaded every 2 s while
+// A webhook's deliveries and its 7-day charts (deliveries, costs). Reloaded every 2 s while
 // shown: only the deliveries that changed are drawn again, and the attempts a user opened
 // stay open. A delivery opened shows its costs and its attempts.
 import { gql, reason } from "./api.js";
@@ -6,6 +6,7 @@ import { $, el, patchKeyed, text } from "./dom.js";
 import { when } from "./time.js";
 import { API } from "./kinds.js";
 import { drawChart, clearChart } from "./chart.js";
+import { drawCostChart, clearCostChart } from "./cost_chart.js";
 import { attemptViews, duration } from "./attempts.js";
 import { costsView } from "./agent_report.js";
 
@@ -18,7 +19,8 @@ function query(kind) {
   const api = API[kind];
   return `query($id: Int!) {
   webhook: ${api.one}(id: $id) { id url ${kind === "cron" ? "timezone" : ""}
-    dailyStats(days: 7) { day total succeeded failed p95DurationMs } }
+    dailyStats(days: 7) { day total succeeded failed p95DurationMs }
+    costTotals(days: 7) { day unit amount } }
   deliveries: ${api.deliveries} {
     id status trigger scheduledFor attempt durationMs error createdAt completedAt nextAttemptAt
     costs { unit amount }
@@ -28,7 +30,7 @@ function query(kind) {
 
 export async function openHistory(kind, id) {
   const same = current && current.kind === kind && current.id === id;
-  if (!same) { opened.clear(); $("#deliveries").querySelectorAll("tbody").forEach(n => n.remove()); clearChart(); }
+  if (!same) { opened.clear(); $("#deliveries").querySelectorAll("tbody").forEach(n => n.remove()); clearChart(); clearCostChart(); }
   current = { kind, id, zone: "UTC" };
   $("#history-title").textContent = `Deliveries of webhook ${id}`;
   $("#history-run").dataset.id = id;
@@ -75,6 +77,7 @@ export async function loadHistory() {
   $("#history-title").textContent = `Deliveries of webhook ${hook.id}`;
   $("#history-zone").textContent = `${hook.url} · times in ${asked.zone}`;
   drawChart($("#chart"), hook.dailyStats, asked.zone, $("#chart-summary"));
+  drawCostChart($("#cost-chart"), hook.costTotals, hook.dailyStats.map(d => d.day), asked.zone, $("#cost-chart-summary"));
   const deliveries = body.data.deliveries;
   patchKeyed($("#deliveries"), deliveries, {
     key: d => d.id,
