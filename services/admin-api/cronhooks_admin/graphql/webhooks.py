@@ -15,8 +15,8 @@ from cronhooks_admin.graphql.bindables import cron_webhook, mutation, query
 from cronhooks_admin.graphql.context import NEXT_RUNS, Context
 from cronhooks_admin.graphql.errors import not_found, run_command
 from cronhooks_admin.graphql.shapes import GraphQLObject
+from cronhooks_admin.schedule_words import describe
 from cronhooks_common.cron import CronError, CronSchedule
-from cronhooks_common.cron_words import describe
 from cronhooks_common.events import CHANGE, CRON
 from cronhooks_common.graphql_support import bad_input
 

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from cronhooks_admin.schedule_words import describe, fallback, style
 from cronhooks_common.cron import MACROS, CronSchedule
-from cronhooks_common.cron_words import describe, fallback, style
 
 FORMS = [
     # the contract's example
@@ -149,7 +149,7 @@ def test_what_cronhooks_refuses_gets_the_fallback(expression: str) -> None:
 
 
 def test_the_library_failing_gives_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cronhooks_common.cron_words as words
+    import cronhooks_admin.schedule_words as words
 
     def broken(*_: object) -> str:
         raise RuntimeError("library bug")
