@@ -2,14 +2,16 @@
 24-hour `HH:MM`, full weekday names — `0 9 * * 1-5` is "At 09:00, Monday through Friday".
 
 The words come from cron-descriptor (a maintained library; we do not write our own
-describer). Around it, three small steps make its output match cron(8) as cron.py runs it:
+describer). Around it, four small steps make its output match cron(8) as cron.py runs it:
 
-* macros are expanded and degenerate fields written plainly first (`0,7` → `0`, `3-3` →
-  `3`, a day field naming every day → `*` where that means the same), so the library never
-  says "Sunday and Sunday";
+* macros are expanded, and fields the library words wrongly are written as the values
+  they stand for first: repeats and one-value ranges (`0,7`, `3-3`: not "Sunday and
+  Sunday"), a step inside a list or of 1, a weekday step (it reads `5-6/3` as "every 3
+  weeks"), a field naming every value (`*`, where that means the same);
 * the two day fields are described apart and joined by cron(8)'s rule — "or" only when
   neither field starts with `*` — because the library decides "or" by other rules (it says
   "or on Monday" for `*/2 * 1`, which must match both, and drops the "or" for `1 * 1-5`);
+* after a minutes phrase, a list of hours is said as hours, not times (`_hours_not_times`);
 * its wording is brought to the contract's style (`style`).
 
 Anything the library cannot describe gets `Cron schedule "{expr}"`, never an error. Pure,
