@@ -110,6 +110,17 @@ def drive(base: str, token: str, hook: int, delivery: int, shot: Path) -> dict[s
         wait.until(
             lambda d: d.find_element(By.NAME, "runTimeoutSeconds").get_attribute("value") == "600"
         )
+        # Out of range: the error shows beside the field; in range: saved.
+        field = driver.find_element(By.NAME, "runTimeoutSeconds")
+        field.clear()
+        field.send_keys("59")
+        driver.find_element(By.ID, "save").click()
+        error = (By.CSS_SELECTOR, '[data-error-for="runTimeoutSeconds"]')
+        wait.until(ec.text_to_be_present_in_element(error, "from 60 to 86400"))
+        field.clear()
+        field.send_keys("7200")
+        driver.find_element(By.ID, "save").click()
+        wait.until(ec.invisibility_of_element_located((By.ID, "editor")))
         return seen
 
 
@@ -145,3 +156,9 @@ async def test_the_delivery_view_shows_its_run_with_state_deadline_and_logs(
     assert seen["images"] == 0 and seen["title"] == "cronhooks"
     assert seen["error_colour"] == "rgba(185, 28, 28, 1)"  # --bad
     assert shot.exists()
+    _, body = await system.graphql(
+        system.admin,
+        "query($id: Int!) { cronWebhook(id: $id) { runTimeoutSeconds } }",
+        {"id": hook},
+    )
+    assert body["data"]["cronWebhook"]["runTimeoutSeconds"] == 7200
