@@ -10,6 +10,7 @@ import { drawCostChart, clearCostChart } from "./cost_chart.js";
 import { attemptViews, duration } from "./attempts.js";
 import { costsView } from "./agent_report.js";
 import { chainBox, refreshChains } from "./chain.js";
+import { RUN_FIELDS, runView } from "./run.js";
 import { NEXT_RUNS, clearSchedule, showSchedule } from "./schedule.js";
 
 const REFRESH_MS = 2000;
@@ -23,7 +24,7 @@ function query(kind) {
   webhook: ${api.one}(id: $id) { id url ${kind === "cron" ? `timezone cronSchedule scheduleDescription nextRuns(count: ${NEXT_RUNS})` : ""}
     dailyStats(days: 7) { day total succeeded failed p95DurationMs }
     costTotals(days: 7) { day unit amount } }
-  deliveries: ${api.deliveries} {
+  deliveries: ${api.deliveries} { ${RUN_FIELDS}
     id status trigger scheduledFor attempt durationMs error createdAt completedAt nextAttemptAt
     trace parent costs { unit amount }
     attempts { attempt requestBody requestBodyTruncated responseStatus responseBody errorMessage durationMs startedAt logsExpired
@@ -128,7 +129,7 @@ function attemptsCell(d) {
 
 function renderDelivery(d, kind, zone) {
   const details = el("tr", { class: "attempt-details" + (opened.has(d.id) ? "" : " hidden") },
-    el("td", { colspan: 8 }, costsView(d.costs, "Costs of this delivery:"), chainBox(d, kind, zone, openDelivery), ...attemptViews(d, zone)));
+    el("td", { colspan: 8 }, costsView(d.costs, "Costs of this delivery:"), chainBox(d, kind, zone, openDelivery), ...attemptViews(d, zone), runView(d, zone)));
   const summary = el("tr", {
     class: "delivery", "data-id": d.id, "data-status": d.status, title: "Show the attempts",
     onclick: () => setOpen(d.id, !opened.has(d.id)),
