@@ -15,6 +15,8 @@ from cronhooks_admin.auth import Admin
 from cronhooks_admin.commands import daily_budget, idempotency
 from cronhooks_admin.commands import queries as sql
 from cronhooks_admin.commands.store import live_webhook, record
+from cronhooks_admin.commands.transport import FIELDS as TRANSPORT_FIELDS
+from cronhooks_admin.commands.transport import check_transport
 from cronhooks_admin.commands.validation import (
     WebhookInput,
     camel,
@@ -67,6 +69,7 @@ class WebhookCommands:
     secrets: SecretBox
     default_timezone: str
     allow_private: bool = False
+    allow_insecure: bool = False  # CRONHOOKS_ALLOW_INSECURE_TARGETS (CONTRACT §17)
 
     async def create(self, fields: WebhookInput, admin: Admin, kind: str = CRON) -> tuple[int, str]:
         """Create a `kind` webhook; return (id, secret). An idempotency key seen before
@@ -83,6 +86,7 @@ class WebhookCommands:
         missing = [f for f in config_fields(kind) if f not in settings]
         if missing:
             raise InputError(camel(missing[0]), "is required")
+        check_transport(settings, kind, allow_insecure=self.allow_insecure)
         config = msgspec.convert(settings, WebhookConfig)
         async with self.pool.acquire() as conn, conn.transaction():
             webhook_id: int = await conn.fetchval(sql.NEXT_WEBHOOK_ID)
@@ -112,6 +116,9 @@ class WebhookCommands:
             if kind == CRON and changes.keys() & {"cron_schedule", "timezone"}:
                 settings: ConfigData = msgspec.to_builtins(merged)  # (cron: both are set)
                 check_schedule(settings)
+            if changes.keys() & TRANSPORT_FIELDS:
+                whole = msgspec.to_builtins(merged)
+                check_transport(whole, state.kind, allow_insecure=self.allow_insecure)
             # A setting added later (executionGroup, ...) is absent from older configs: None.
             changed = sorted(k for k, v in changes.items() if v != setting(config, k))
             events: list[WebhookUpdated | WebhookSecretRotated] = []

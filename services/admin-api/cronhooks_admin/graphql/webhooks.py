@@ -1,6 +1,6 @@
 """Cron and change webhooks (CONTRACT §10, §11): their queries, their mutations (the
-command side's webhooks.py) and CronWebhook.nextRuns. A deleted webhook is unknown: null
-in a query, NOT_FOUND in a mutation."""
+command side's webhooks.py), CronWebhook.nextRuns and scheduleDescription (§17). A deleted
+webhook is unknown: null in a query, NOT_FOUND in a mutation."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from cronhooks_admin.graphql.bindables import cron_webhook, mutation, query
 from cronhooks_admin.graphql.context import NEXT_RUNS, Context
 from cronhooks_admin.graphql.errors import not_found, run_command
 from cronhooks_admin.graphql.shapes import GraphQLObject
+from cronhooks_admin.schedule_words import describe
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, CRON
 from cronhooks_common.graphql_support import bad_input
@@ -98,6 +99,13 @@ async def resolve_cron_webhook_next_runs(
     # (QUERY_TOO_COMPLEX past 10,000 values in all) is charged before computing.
     ctx.next_runs.charge(count)
     return schedule.upcoming(ctx.clock.now(), count)
+
+
+@cron_webhook.field("scheduleDescription")
+def resolve_cron_webhook_schedule_description(webhook: GraphQLObject, _: Info) -> str:
+    # Computed from the projection's cron expression, not stored: a pure, memoised function
+    # of it, so a better wording (a newer cron-descriptor) needs no migration or rebuild.
+    return describe(webhook["cron_schedule"])
 
 
 # --- change webhooks (CONTRACT §11) -------------------------------------------------------

@@ -11,6 +11,7 @@ import { attemptViews, duration } from "./attempts.js";
 import { costsView } from "./agent_report.js";
 import { chainBox, refreshChains } from "./chain.js";
 import { RUN_FIELDS, runView } from "./run.js";
+import { NEXT_RUNS, clearSchedule, showSchedule } from "./schedule.js";
 
 const REFRESH_MS = 2000;
 let current = null;          // { kind, id, zone }
@@ -20,7 +21,7 @@ let timer = null, loading = false;
 function query(kind) {
   const api = API[kind];
   return `query($id: Int!) {
-  webhook: ${api.one}(id: $id) { id url ${kind === "cron" ? "timezone" : ""}
+  webhook: ${api.one}(id: $id) { id url ${kind === "cron" ? `timezone cronSchedule scheduleDescription nextRuns(count: ${NEXT_RUNS})` : ""}
     dailyStats(days: 7) { day total succeeded failed p95DurationMs }
     costTotals(days: 7) { day unit amount } }
   deliveries: ${api.deliveries} { ${RUN_FIELDS}
@@ -33,7 +34,7 @@ function query(kind) {
 /** Shows webhook `id`'s history; `focus`: a delivery id to show opened. */
 export async function openHistory(kind, id, focus = null) {
   const same = current && current.kind === kind && current.id === id;
-  if (!same) { opened.clear(); $("#deliveries").querySelectorAll("tbody").forEach(n => n.remove()); clearChart(); clearCostChart(); }
+  if (!same) { opened.clear(); $("#deliveries").querySelectorAll("tbody").forEach(n => n.remove()); clearChart(); clearCostChart(); clearSchedule($("#schedule")); }
   if (focus !== null) setOpen(focus, true);
   current = { kind, id, zone: "UTC" };
   $("#history-title").textContent = `Deliveries of webhook ${id}`;
@@ -101,6 +102,7 @@ export async function loadHistory() {
   asked.zone = hook.timezone || "UTC";
   $("#history-title").textContent = `Deliveries of webhook ${hook.id}`;
   $("#history-zone").textContent = `${hook.url} · times in ${asked.zone}`;
+  showSchedule($("#schedule"), hook);
   drawChart($("#chart"), hook.dailyStats, asked.zone, $("#chart-summary"));
   drawCostChart($("#cost-chart"), hook.costTotals, hook.dailyStats.map(d => d.day), asked.zone, $("#cost-chart-summary"));
   const deliveries = body.data.deliveries;
