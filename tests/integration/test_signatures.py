@@ -188,6 +188,11 @@ async def test_grace_bounds_and_previous_expiry_set_replaced_and_cleared(system:
         is None
     )
     assert await previous_sealed(system, hook) is None
+    # A secret the admin gives replaces the old one at once, ending any grace.
+    assert (await regenerate(system, hook, 30))["cronWebhook"]["previousSecretExpiresAt"]
+    given = await update(system, {"id": hook, "secret": "an admin's own secret, 24+ chars"})
+    assert given["previousSecretExpiresAt"] is None
+    assert await previous_sealed(system, hook) is None
 
 
 async def test_switching_scheme_makes_a_key_pair_once(system: System) -> None:

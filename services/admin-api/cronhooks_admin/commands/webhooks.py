@@ -152,7 +152,14 @@ class WebhookCommands:
                 await conn.execute(sql.SET_SCHEME, webhook_id, scheme, *self._key_pair())
             if new_secret is not None:
                 await self._store_secret(conn, webhook_id, new_secret)
-                events.append(WebhookSecretRotated(webhook_id=webhook_id, kind=kind_of(state.kind)))
+                # A secret the admin gave replaces the old one at once: no grace.
+                replaced = WebhookSecretRotated(
+                    webhook_id=webhook_id,
+                    kind=kind_of(state.kind),
+                    grace_seconds=0,
+                    previous_expires_at=None,
+                )
+                events.append(replaced)
             if events:
                 await self._record(conn, webhook_id, state.version, *events, admin=admin)
         return webhook_id
