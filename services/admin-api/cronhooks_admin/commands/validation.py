@@ -22,6 +22,7 @@ from cronhooks_common.jitter import MAX_JITTER_SECONDS
 from cronhooks_common.paths import path_problem
 from cronhooks_common.signing import secret_problem
 from cronhooks_common.targets import literal_problem
+from cronhooks_common.webhook_keys import MAX_GRACE_SECONDS, SCHEMES
 from cronhooks_common.webhooks import config_fields
 
 MAX_URL = 2048
@@ -157,6 +158,7 @@ class WebhookInput(TypedDict, total=False):
     on_update: bool | None
     on_remove: bool | None
     include_content: bool | None
+    signature_scheme: str | None  # CONTRACT §17: HMAC | ED25519
 
 
 def check_schedule(config: ConfigData) -> None:
@@ -220,6 +222,9 @@ def normalize(fields: WebhookInput, *, allow_private: bool = True, kind: str = C
             value = check_cost_limits(value)
         elif key == "run_timeout_seconds":
             value = _int_range(name, value, MIN_RUN_TIMEOUT, MAX_RUN_SECONDS)
+        elif key == "signature_scheme":
+            if value not in SCHEMES:
+                raise InputError(name, f"must be one of {', '.join(SCHEMES)}")
         elif key == "instruction":
             value = _text(name, value, MAX_INSTRUCTION)
         elif key == "description":
@@ -252,6 +257,13 @@ def check_trigger_paths(paths: list[str]) -> list[str]:
         if problem is not None:
             raise InputError("paths", f"{path!r} {problem}")
     return sorted(set(paths))
+
+
+def check_grace_seconds(grace: int | None) -> int:
+    """regenerate…Secret's `graceSeconds` (CONTRACT §17): 0 to 7 days."""
+    if grace is None or not 0 <= grace <= MAX_GRACE_SECONDS:
+        raise InputError("graceSeconds", f"must be from 0 to {MAX_GRACE_SECONDS}")
+    return grace
 
 
 def check_idempotency_key(key: str | None) -> str | None:
