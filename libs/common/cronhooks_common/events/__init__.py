@@ -56,6 +56,7 @@ from cronhooks_common.events.identity import (
 from cronhooks_common.events.names import (
     CHANGE,
     CRON,
+    PAUSE_STREAM,
     EventType,
     agent_stream,
     alert_stream,
@@ -73,6 +74,7 @@ from cronhooks_common.events.notes import (
     NotesImported,
     NotesRejected,
 )
+from cronhooks_common.events.pause import DeliveriesPaused, DeliveriesResumed
 from cronhooks_common.events.trigger import (
     ArmedFields,
     FireFields,
@@ -101,6 +103,7 @@ from cronhooks_common.events.webhook import (
 __all__ = [
     "CHANGE",
     "CRON",
+    "PAUSE_STREAM",
     "SCHEMA_VERSION",
     "UNSET",
     "AgentCreated",
@@ -122,6 +125,8 @@ __all__ = [
     "ConfigData",
     "CostAmount",
     "CostAmountData",
+    "DeliveriesPaused",
+    "DeliveriesResumed",
     "DeliveryAttemptFailed",
     "DeliveryChangesReceived",
     "DeliveryFailed",

@@ -38,12 +38,18 @@ class EventType(StrEnum):
     API_KEY_REVOKED = "api_key.revoked"
     ALERT_RAISED = "alert.raised"  # a webhook keeps failing, or was auto-disabled (§12)
     ALERT_RESOLVED = "alert.resolved"  # it recovered, was re-enabled or deleted
+    DELIVERIES_PAUSED = "deliveries.paused"  # the pause switch (§16.4): on, or replaced
+    DELIVERIES_RESUMED = "deliveries.resumed"  # off: by an admin or when `until` came
 
 
 # `kind` on every webhook.* and delivery.* event (CONTRACT §6) and in the request body (§11):
 # cron webhooks fire on slots, change webhooks on note batches. One id space for both.
 CRON = "cron"
 CHANGE = "change"
+
+
+# The pause switch's one stream (CONTRACT §16.4).
+PAUSE_STREAM = "deliveries-pause"
 
 
 def webhook_stream(webhook_id: int) -> str:
