@@ -13,6 +13,10 @@ NOTIFY = "select pg_notify($1, '')"
 
 EARLIEST_TIMER = "select min(due_at) from scheduler.timers"
 
+# While deliveries are paused (CONTRACT §16.4) only cron timers fire (their slots skipped):
+# retries and agent-cron fires wait, due, for the resume.
+EARLIEST_CRON_TIMER = "select min(due_at) from scheduler.timers where kind = 'cron'"
+
 DELETE_TIMER = "delete from scheduler.timers where timer_key = $1"
 
 SET_CRON_TIMER = """
@@ -78,6 +82,8 @@ order by t.due_at
 limit $2
 for update of t skip locked
 """
+
+CLAIM_CRON = CLAIM.replace("where t.due_at <= $1", "where t.due_at <= $1 and t.kind = 'cron'")
 
 NEW_DELIVERY_IDS = """
 select nextval('eventstore.delivery_ids') as id from generate_series(1, $1)
@@ -149,15 +155,22 @@ WATCH_FORGET = """
 delete from scheduler.watched where stream = any($1::text[])
 """
 
+# $3: when the last pause of deliveries ended (CONTRACT §16.4), or null: a delivery that
+# waited through a pause (a retry held) gets its timeout and grace again from the resume.
 WATCH_OVERDUE = """
 select stream, version, deadline from scheduler.watched
 where deadline <= $1
+  and ($3::timestamptz is null
+       or $3::timestamptz + timeout_ms * interval '1 millisecond' + interval '60 seconds' <= $1)
 order by deadline
 limit $2
 """
 
 WATCH_EARLIEST = """
-select min(deadline) from scheduler.watched
+select min(greatest(
+    deadline,
+    $1::timestamptz + timeout_ms * interval '1 millisecond' + interval '60 seconds'
+)) from scheduler.watched
 """
 
 # -- retention (retention.py, retention_buckets.py, day_partitions.py) ------------------
