@@ -6,12 +6,15 @@ however many replicas try at the same time."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from cronhooks_admin.auth import Admin
+from cronhooks_admin.commands.pause import PauseCommands
 from cronhooks_common import pause
-from cronhooks_common.clock import iso
+from cronhooks_common.clock import ManualClock, iso
 from cronhooks_common.events import DeliveriesPaused
 
 T0 = datetime(2026, 2, 9, 10, 0, tzinfo=UTC)
@@ -80,3 +83,35 @@ async def test_an_expired_pause_is_ended_once_by_racing_replicas(pool: asyncpg.P
     assert [r["type"] for r in types] == ["deliveries.paused", "deliveries.resumed"]
     stored = await pause.current(pool)
     assert stored == pause.Pause(resumed_at=until)
+
+
+async def test_pausing_after_until_came_ends_that_pause_and_starts_a_new_one(
+    pool: asyncpg.Pool,
+) -> None:
+    """Before the scheduler got to it: the old pause ends at its until (automatic) and the
+    new one starts now, not at the old since."""
+    clock = ManualClock(T0)
+    commands = PauseCommands(pool, clock)
+    admin = Admin(1, "a")
+    await commands.pause(T0 + timedelta(minutes=30), "first", admin)
+    clock.set(T0 + timedelta(minutes=31))
+    assert (await commands.show())["paused"] is False
+    shown = await commands.pause(None, "second", admin)
+    assert shown == {"paused": True, "since": clock.now(), "until": None, "reason": "second"}
+    rows = await pool.fetch(
+        "select type, data from eventstore.events where stream = 'deliveries-pause'"
+        " order by version"
+    )
+    data = [json.loads(r["data"]) if isinstance(r["data"], str) else r["data"] for r in rows]
+    assert [r["type"] for r in rows] == [
+        "deliveries.paused",
+        "deliveries.resumed",
+        "deliveries.paused",
+    ]
+    assert data[1] == {
+        "since": iso(T0),
+        "resumed_at": iso(T0 + timedelta(minutes=30)),
+        "automatic": True,
+        "by": None,
+    }
+    assert data[2]["since"] == iso(clock.now()) and data[2]["replaced"] is False

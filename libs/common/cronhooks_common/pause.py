@@ -105,9 +105,12 @@ async def locked(conn: asyncpg.Connection) -> Pause:
     return _pause(await conn.fetchrow(_LOCK))
 
 
-async def end_expired(conn: asyncpg.Connection, now: datetime) -> Pause:
+async def end_expired(
+    conn: asyncpg.Connection, now: datetime, *, actor: str = "scheduler"
+) -> Pause:
     """In the caller's transaction: if the pause's `until` came, clear it and append its
-    `deliveries.resumed` (automatic, at `until`). Returns the switch as it is after."""
+    `deliveries.resumed` (automatic, at `until`; `actor`: whose transaction found it due).
+    Returns the switch as it is after, locked."""
     pause = await locked(conn)
     if not pause.expired(now):
         return pause
@@ -115,7 +118,7 @@ async def end_expired(conn: asyncpg.Connection, now: datetime) -> Pause:
     resumed = DeliveriesResumed(
         since=iso(pause.since), resumed_at=iso(pause.until), automatic=True, by=None
     )
-    await resume(conn, resumed, pause.until, actor="scheduler", now=now)
+    await resume(conn, resumed, pause.until, actor=actor, now=now)
     return Pause(resumed_at=pause.until)
 
 

@@ -71,7 +71,7 @@ class PauseCommands:
         text = check_reason(reason)
         ends = check_until(until, now)
         async with self.pool.acquire() as conn, conn.transaction():
-            switch = await pause.end_expired(conn, now)
+            switch = await pause.end_expired(conn, now, actor=admin.actor)
             replaced = switch.since is not None
             since = switch.since if switch.since is not None else now
             paused = DeliveriesPaused(
@@ -88,7 +88,7 @@ class PauseCommands:
         """Resume; not paused: nothing changes and nothing is appended."""
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
-            switch = await pause.end_expired(conn, now)
+            switch = await pause.end_expired(conn, now, actor=admin.actor)
             if switch.since is not None:
                 resumed = DeliveriesResumed(
                     since=iso(switch.since), resumed_at=iso(now), automatic=False, by=admin.actor
