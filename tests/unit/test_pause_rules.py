@@ -93,3 +93,10 @@ def test_what_delivery_pause_shows() -> None:
         "until": None,
         "reason": "r",
     }
+
+
+def test_a_pause_change_wakes_the_schedulers_loop() -> None:
+    from cronhooks_common.pause import WAKE_CHANNEL
+    from cronhooks_scheduler.timers import TIMERS_CHANNEL
+
+    assert WAKE_CHANNEL == TIMERS_CHANNEL  # libs/ names no service: the same name, twice
