@@ -4,6 +4,8 @@ admin.webhooks name each column once."""
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from cronhooks_admin.projections import queries
@@ -23,7 +25,7 @@ def test_insert_and_update_write_every_setting_once() -> None:
     for column in queries.CONFIG_COLUMNS:
         insert_columns = queries.INSERT_WEBHOOK.split("values")[0]
         assert insert_columns.count(f" {column},") + insert_columns.count(f" {column})") == 1
-        assert queries.UPDATE_WEBHOOK.count(f"{column} = $") == 1
+        assert len(re.findall(rf"\b{column} = \$", queries.UPDATE_WEBHOOK)) == 1
 
 
 def test_a_setting_the_event_lacks_gets_the_columns_value_for_none() -> None:

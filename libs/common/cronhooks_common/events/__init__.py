@@ -75,6 +75,14 @@ from cronhooks_common.events.notes import (
     NotesRejected,
 )
 from cronhooks_common.events.pause import DeliveriesPaused, DeliveriesResumed
+from cronhooks_common.events.run import (
+    MAX_RUN_SECONDS,
+    RUN_TIMEOUT_SECONDS,
+    RunFields,
+    RunFinished,
+    RunStarted,
+    RunState,
+)
 from cronhooks_common.events.trigger import (
     ArmedFields,
     FireFields,
@@ -103,7 +111,9 @@ from cronhooks_common.events.webhook import (
 __all__ = [
     "CHANGE",
     "CRON",
+    "MAX_RUN_SECONDS",
     "PAUSE_STREAM",
+    "RUN_TIMEOUT_SECONDS",
     "SCHEMA_VERSION",
     "UNSET",
     "AgentCreated",
@@ -148,6 +158,10 @@ __all__ = [
     "NotesRejected",
     "Payload",
     "RequestFields",
+    "RunFields",
+    "RunFinished",
+    "RunStarted",
+    "RunState",
     "Target",
     "Timestamp",
     "Trigger",

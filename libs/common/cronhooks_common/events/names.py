@@ -38,6 +38,8 @@ class EventType(StrEnum):
     API_KEY_REVOKED = "api_key.revoked"
     ALERT_RAISED = "alert.raised"  # a webhook keeps failing, or was auto-disabled (§12)
     ALERT_RESOLVED = "alert.resolved"  # it recovered, was re-enabled or deleted
+    RUN_STARTED = "run.started"  # a 202 to a delivery with a token (§16.2)
+    RUN_FINISHED = "run.finished"  # reported, or its deadline passed
     DELIVERIES_PAUSED = "deliveries.paused"  # the pause switch (§16.4): on, or replaced
     DELIVERIES_RESUMED = "deliveries.resumed"  # off: by an admin or when `until` came
 

@@ -48,6 +48,9 @@ class WebhookConfig(msgspec.Struct, frozen=True, kw_only=True):
     description: str
     read_patterns: list[str]
     write_patterns: list[str]
+    # §16.2, both kinds: how long a run (a 202 to a delivery with a token) may go without
+    # a report; absent from configurations written before it: 3600
+    run_timeout_seconds: int | UnsetType = UNSET
     # kind cron
     cron_schedule: str | UnsetType = UNSET
     timezone: str | UnsetType = UNSET
@@ -84,6 +87,7 @@ class ConfigData(TypedDict, total=False):
     description: str
     read_patterns: list[str]
     write_patterns: list[str]
+    run_timeout_seconds: int
     cron_schedule: str
     timezone: str
     concurrency_policy: ConcurrencyPolicy
@@ -120,6 +124,9 @@ class Target(msgspec.Struct, frozen=True, kw_only=True):
     # The zone whose calendar days its costs count in (§16.4): a cron webhook's; absent for
     # change webhooks (UTC) and in requests written before it (UTC too).
     timezone: str | UnsetType = UNSET
+    # §16.2: a run this delivery starts times out this long after it started (absent in
+    # requests written before it, and when the webhook's configuration lacks it: 3600)
+    run_timeout_seconds: int | UnsetType = UNSET
 
 
 class WebhookRef(Payload, frozen=True, kw_only=True):

@@ -45,10 +45,14 @@ where cron_webhook_id = $1 and status <> 'skipped'
 REPLAY_TURN = "select pg_advisory_xact_lock(hashtextextended('replay ' || $1::bigint::text, 0))"
 
 # The webhook's failed deliveries created in [$2, $3) that are not replays and were not
-# replayed yet, oldest first; at most $4.
+# replayed yet, oldest first; at most $4. A delivery whose run ended FAILED or TIMED_OUT
+# is failed too (CONTRACT §16.2; the delivery itself succeeded: its answer was a 202).
 FAILED_DELIVERIES = """
 select d.id from admin.deliveries d
-where d.cron_webhook_id = $1 and d.status = 'failed' and d.replay_of is null
+where d.cron_webhook_id = $1 and d.replay_of is null
+  and (d.status = 'failed' or exists (
+      select 1 from shared.runs x
+      where x.delivery_id = d.id and x.state in ('FAILED', 'TIMED_OUT')))
   and d.created_at >= $2 and ($3::timestamptz is null or d.created_at < $3)
   and not exists (select 1 from admin.deliveries r where r.replay_of = d.id)
 order by d.created_at, d.id

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from cronhooks_admin.commands.cost_limits import check_cost_limits
 from cronhooks_admin.errors import InputError
 from cronhooks_common.cron import CronError, CronSchedule, parse_zone
-from cronhooks_common.events import CHANGE, CRON, ConfigData
+from cronhooks_common.events import CHANGE, CRON, MAX_RUN_SECONDS, ConfigData
 from cronhooks_common.events.webhook import CatchUpPolicy, ConcurrencyPolicy
 from cronhooks_common.globs import pattern_problem
 from cronhooks_common.jitter import MAX_JITTER_SECONDS
@@ -106,6 +106,10 @@ MAX_DELIVERIES_PER_DAY = 1_000_000
 # Fields whose explicit null means something (no limit) rather than "not given".
 NULLABLE_FIELDS = frozenset({"max_deliveries_per_day"})
 
+# runTimeoutSeconds (CONTRACT §16.2): a minute at least, a day at most (heartbeats never
+# keep a run past a day either).
+MIN_RUN_TIMEOUT = 60
+
 
 def check_patterns(field: str, patterns: list[str]) -> list[str]:
     """Read/write patterns, checked like paths (the same rule everywhere: globs.py)."""
@@ -146,6 +150,7 @@ class WebhookInput(TypedDict, total=False):
     jitter_seconds: int | None
     max_deliveries_per_day: int | None  # null: no limit
     max_cost_per_day: list[dict[str, Any]] | None  # [{unit, amount}]; []: no limit
+    run_timeout_seconds: int | None  # both kinds (CONTRACT §16.2)
     include_patterns: list[str] | None
     exclude_patterns: list[str] | None
     on_create: bool | None
@@ -213,6 +218,8 @@ def normalize(fields: WebhookInput, *, allow_private: bool = True, kind: str = C
             value = _int_range(name, value, 1, MAX_DELIVERIES_PER_DAY)
         elif key == "max_cost_per_day":
             value = check_cost_limits(value)
+        elif key == "run_timeout_seconds":
+            value = _int_range(name, value, MIN_RUN_TIMEOUT, MAX_RUN_SECONDS)
         elif key == "instruction":
             value = _text(name, value, MAX_INSTRUCTION)
         elif key == "description":

@@ -29,6 +29,7 @@ from cronhooks_common.crypto import SecretBox
 from cronhooks_common.events import (
     CHANGE,
     CRON,
+    RUN_TIMEOUT_SECONDS,
     UNSET,
     ConfigData,
     Kind,
@@ -72,6 +73,7 @@ class WebhookCommands:
         returns the webhook it created first."""
         key = check_idempotency_key(fields.get("idempotency_key"))
         settings = normalize(fields, allow_private=self.allow_private, kind=kind)
+        settings.setdefault("run_timeout_seconds", RUN_TIMEOUT_SECONDS)  # omitted: the default
         if kind == CRON:
             settings.setdefault("timezone", self.default_timezone)
             settings.setdefault("max_deliveries_per_day", None)  # omitted: no limit

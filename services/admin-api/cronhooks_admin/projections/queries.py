@@ -30,6 +30,7 @@ CONFIG_COLUMNS: dict[str, object] = {
     "description": None,
     "read_patterns": None,
     "write_patterns": None,
+    "run_timeout_seconds": 3600,  # CONTRACT §16.2, both kinds
     # kind cron
     "cron_schedule": None,
     "timezone": None,

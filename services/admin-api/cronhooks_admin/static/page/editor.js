@@ -18,8 +18,10 @@ FIELDS.cron.push("executionGroup");
 FIELDS.cron.push("attachNotes");
 // CONTRACT §13: jitter and the daily budget (an empty budget is null: no limit, also on edit).
 FIELDS.cron.push("jitterSeconds", "maxDeliveriesPerDay");
+// CONTRACT §16.2: how long a run may go without a report (both kinds).
+FIELDS.cron.push("runTimeoutSeconds"); FIELDS.change.push("runTimeoutSeconds");
 const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds", "jitterSeconds",
-  "maxDeliveriesPerDay"]);
+  "maxDeliveriesPerDay", "runTimeoutSeconds"]);
 const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns", "attachNotes"]);
 // CONTRACT §16.4: daily cost limits, typed as "usd=1.5, tokens=200000" (empty: no limit).
 FIELDS.cron.push("maxCostPerDay");
