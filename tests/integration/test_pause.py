@@ -207,7 +207,8 @@ async def test_while_paused_slots_and_change_deliveries_are_skipped_and_manual_o
         ("success", iso(slot + timedelta(minutes=1))),
     ]
     assert len(system.agent.at("cron")) == 1 and system.agent.at("change") == []
-    assert await trigger(system, system.admin, hook)  # manual deliveries go again
+    manual = await trigger(system, system.admin, hook)  # manual deliveries go again
+    assert (await finished(system, system.admin, manual))["status"] == "success"
 
     # The history's paused skips come out of a rebuild as they are live.
     await quiet(system.dsn, system.vhost)

@@ -4,9 +4,9 @@
 disjoint batches); each timer's kind (timer_kinds.py) says what it leads to and when it is
 due next. Then, in the same transaction, it records the cron slots (slot_events.py: one
 delivery id each, unique per webhook and slot), turns every slot while deliveries are
-paused (paused.py: then only cron timers are claimed), the slots of a day whose costs
-reached a limit (cost_budget.py) and those beyond a webhook's daily budget (budget.py)
-into skips, appends every event — the slots', the retries' (those whose
+paused (paused.py; retries and agent-cron fires are then not claimed), the slots of a day
+whose costs reached a limit (cost_budget.py) and those beyond a webhook's daily budget
+(budget.py) into skips, appends every event — the slots', the retries' (those whose
 stream has not moved on, retries.py) and the triggers' first fires — and moves or deletes
 the timers.
 
@@ -48,7 +48,9 @@ async def fire_due(
         # First the pause switch, share-locked to the commit (cronhooks_common.pause): a
         # pauseDeliveries committing now waits for this batch, and a batch after it sees it.
         held = (await pause.deciding(conn)).active(now)
-        rows = await conn.fetch(queries.CLAIM_CRON if held else queries.CLAIM, now, batch_size)
+        rows = await conn.fetch(
+            queries.CLAIM_WHILE_PAUSED if held else queries.CLAIM, now, batch_size
+        )
         if not rows:
             return 0
         batch = Batch(now)

@@ -81,11 +81,11 @@ class SchedulerLoop:
         )
         if claimed:
             return  # a timer may be due again, or more than a batch was due: go on
-        # While paused only cron timers fire; the rest wait for the resume, whose NOTIFY
+        # While paused retries and agent-cron fires wait for the resume, whose NOTIFY
         # (or `until`, when the pause ends by itself) wakes the loop.
         held = switch.active(now)
         next_due: datetime | None = await self._pool.fetchval(
-            queries.EARLIEST_CRON_TIMER if held else queries.EARLIEST_TIMER
+            queries.EARLIEST_TIMER_WHILE_PAUSED if held else queries.EARLIEST_TIMER
         )
         if held and switch.until is not None:
             next_due = switch.until if next_due is None else min(next_due, switch.until)

@@ -5,7 +5,7 @@ its timer moves on past it as for any other skip.
 Runs first in fire_due's transaction, after the slots were recorded (one delivery id
 each, unique per webhook and slot) and before the budgets, so a paused slot uses none of
 maxCostPerDay's or maxDeliveriesPerDay's. Retries and agent-cron fires are not claimed
-while paused (firing.py claims cron timers only): they stay due and fire after the resume.
+while paused (queries.HELD): they stay due and fire after the resume.
 The switch itself is cronhooks_common.pause, read FOR SHARE by fire_due.
 """
 

@@ -13,9 +13,11 @@ NOTIFY = "select pg_notify($1, '')"
 
 EARLIEST_TIMER = "select min(due_at) from scheduler.timers"
 
-# While deliveries are paused (CONTRACT §16.4) only cron timers fire (their slots skipped):
-# retries and agent-cron fires wait, due, for the resume.
-EARLIEST_CRON_TIMER = "select min(due_at) from scheduler.timers where kind = 'cron'"
+# While deliveries are paused (CONTRACT §16.4) the kinds that send something wait, due,
+# for the resume: retries and agent-cron fires (`HELD`); cron timers go on firing (their
+# slots skipped), and so would a kind that sends nothing.
+HELD = "('retry', 'trigger', 'fire_retry')"
+EARLIEST_TIMER_WHILE_PAUSED = f"select min(due_at) from scheduler.timers where kind not in {HELD}"
 
 DELETE_TIMER = "delete from scheduler.timers where timer_key = $1"
 
@@ -83,7 +85,9 @@ limit $2
 for update of t skip locked
 """
 
-CLAIM_CRON = CLAIM.replace("where t.due_at <= $1", "where t.due_at <= $1 and t.kind = 'cron'")
+CLAIM_WHILE_PAUSED = CLAIM.replace(
+    "where t.due_at <= $1", f"where t.due_at <= $1 and t.kind not in {HELD}"
+)
 
 NEW_DELIVERY_IDS = """
 select nextval('eventstore.delivery_ids') as id from generate_series(1, $1)
