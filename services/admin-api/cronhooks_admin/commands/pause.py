@@ -18,12 +18,15 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+import structlog
 
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.errors import InputError, Paused
 from cronhooks_common import pause
 from cronhooks_common.clock import Clock, iso, utc
 from cronhooks_common.events import DeliveriesPaused, DeliveriesResumed
+
+log = structlog.get_logger(__name__)
 
 MAX_REASON = 1000
 
@@ -82,6 +85,7 @@ class PauseCommands:
                 replaced=replaced,
             )
             await pause.pause(conn, paused, since=since, until=ends, now=now)
+        log.info("deliveries_paused", until=paused.until, replaced=replaced, by=admin.actor)
         return shown(pause.Pause(since, ends, text, admin.actor), now)
 
     async def resume(self, admin: Admin) -> dict[str, Any]:
@@ -89,9 +93,11 @@ class PauseCommands:
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
             switch = await pause.end_expired(conn, now, actor=admin.actor)
-            if switch.since is not None:
-                resumed = DeliveriesResumed(
-                    since=iso(switch.since), resumed_at=iso(now), automatic=False, by=admin.actor
-                )
-                await pause.resume(conn, resumed, now, actor=admin.actor, now=now)
+            if switch.since is None:
+                return shown(switch, now)
+            resumed = DeliveriesResumed(
+                since=iso(switch.since), resumed_at=iso(now), automatic=False, by=admin.actor
+            )
+            await pause.resume(conn, resumed, now, actor=admin.actor, now=now)
+        log.info("deliveries_resumed", automatic=False, by=admin.actor)
         return shown(pause.Pause(), now)
