@@ -4,9 +4,10 @@ Built-in kinds are validated by `kubernetes-validate` against its bundled schema
 an unknown field fails); the operators' kinds against the openAPIV3Schema of their CRDs,
 vendored in deploy/crds/ (made strict the same way). Every kustomization's files must exist
 and parse; where `kubectl` is installed the base and the overlay are built and the result
-validated too. Then what the brief of deploy/ promises: probes, resources, budgets,
-settings every process accepts, quorum queues on 3 nodes, TLS, and alert rules that name
-metrics the code exports.
+validated too; without kubectl a small renderer here (the kustomize features deploy/ uses)
+builds them, and where both run they must agree. Then what docs/deployment.md promises:
+probes, resources, budgets, settings every process accepts, quorum queues on 3 nodes, TLS,
+and alert rules that name metrics the code exports.
 """
 
 from __future__ import annotations
@@ -215,15 +216,100 @@ def test_vendored_crds_name_their_source() -> None:
 # --- the overlay, built ----------------------------------------------------------------
 
 
-def _build(directory: Path) -> list[Doc]:
+def _kubectl_build(directory: Path) -> list[Doc] | None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
-        pytest.skip("kubectl is not installed: the kustomizations are not built here")
+        return None
     out = subprocess.run(
         [kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    """A strategic merge patch as deploy/'s patches use it: maps merge, the rest replaces."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        merged = dict(base)
+        for key, value in patch.items():
+            merged[key] = _merge(base[key], value) if key in base else value
+        return merged
+    return copy.deepcopy(patch)
+
+
+def _json_patch(doc: Doc, ops: list[Doc]) -> None:
+    for op in ops:
+        assert op["op"] in {"replace", "add"}, op
+        keys = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].split("/")[1:]]
+        target: Any = doc
+        for key in keys[:-1]:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        last = keys[-1]
+        if isinstance(target, list):
+            target[int(last)] = copy.deepcopy(op["value"])
+        else:
+            target[last] = copy.deepcopy(op["value"])
+
+
+def _render(directory: Path) -> list[Doc]:
+    """kustomize's build for the features deploy/ uses: resources, labels (not selectors),
+    images, replicas, patches (strategic merge, and JSON 6902 replace/add), namespace."""
+    spec = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    docs: list[Doc] = []
+    for entry in spec.get("resources", []):
+        path = directory / entry
+        docs += _render(path) if path.is_dir() else _yaml_docs(path)
+    for doc in docs:
+        for labels in spec.get("labels", []):
+            assert labels.get("includeSelectors") is False, labels
+            doc["metadata"].setdefault("labels", {}).update(labels["pairs"])
+        for container in _containers(doc):
+            for image in spec.get("images", []):
+                if container["image"].split(":")[0] == image["name"]:
+                    container["image"] = f"{image['newName']}:{image['newTag']}"
+        for replicas in spec.get("replicas", []):
+            if doc["metadata"]["name"] == replicas["name"] and "replicas" in doc.get("spec", {}):
+                doc["spec"]["replicas"] = replicas["count"]
+    for patch in spec.get("patches", []):
+        (body,) = [yaml.safe_load((directory / patch["path"]).read_text())]
+        target = patch.get("target") or {"kind": body["kind"], "name": body["metadata"]["name"]}
+        (index,) = [
+            i
+            for i, d in enumerate(docs)
+            if (d["kind"], d["metadata"]["name"]) == (target["kind"], target["name"])
+        ]
+        if "target" in patch:
+            _json_patch(docs[index], body)
+        else:
+            docs[index] = _merge(docs[index], body)
+    if "namespace" in spec:
+        for doc in docs:
+            if doc["kind"] != "Namespace":
+                doc["metadata"]["namespace"] = spec["namespace"]
+    return docs
+
+
+def _containers(doc: Doc) -> list[Doc]:
+    pod = doc.get("spec", {}).get("template", {}).get("spec", {})
+    return [*pod.get("initContainers", []), *pod.get("containers", [])]
+
+
+def _build(directory: Path) -> list[Doc]:
+    """kubectl's build where kubectl is installed, else ours (and they must agree)."""
+    built = _kubectl_build(directory)
+    return _render(directory) if built is None else built
+
+
+def _by_name(docs: list[Doc]) -> dict[tuple[str, str], Doc]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def test_the_renderer_here_builds_what_kubectl_builds() -> None:
+    for directory in (DEPLOY / "base", OVERLAY):
+        built = _kubectl_build(directory)
+        if built is None:
+            pytest.skip("kubectl is not installed: the builds here are this test's own")
+        assert _by_name(_render(directory)) == _by_name(built), directory
 
 
 @pytest.fixture(scope="module")
@@ -395,3 +481,30 @@ def test_alert_rules_name_exported_metrics(production: list[Doc]) -> None:
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
     selected = set(monitor["spec"]["selector"]["matchExpressions"][0]["values"])
     assert selected == set(SERVICES)
+
+
+def test_the_resources_shown_in_the_docs_validate() -> None:
+    """docs/deployment.md's YAML (the restore Cluster, the rotation's env entry) is valid."""
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    blocks = [
+        yaml.safe_load(re.sub(r"^ {3}", "", block, flags=re.M))
+        for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    ]
+    resources = [b for b in blocks if isinstance(b, dict) and "kind" in b]
+    assert [r["kind"] for r in resources] == ["Cluster"]
+    for resource in resources:
+        _validate(resource, "docs/deployment.md")
+    env_entries = [b[0] for b in blocks if isinstance(b, list)]
+    assert [e["name"] for e in env_entries] == ["CRONHOOKS_SECRET_KEY_PREVIOUS"]
+    container = _yaml_docs(DEPLOY / "base" / "dispatcher.yaml")[0]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    _validate(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "rotation"},
+            "spec": {"containers": [{**container, "env": [*container["env"], *env_entries]}]},
+        },
+        "docs/deployment.md",
+    )
