@@ -23,6 +23,7 @@ from typing import Any
 
 import jsonschema
 import kubernetes_validate
+import promql_parser
 import pytest
 import yaml
 
@@ -464,6 +465,10 @@ def test_alert_rules_name_exported_metrics(production: list[Doc]) -> None:
     for group in rule["spec"]["groups"]:
         for r in group["rules"]:
             alerts[r["alert"]] = r["expr"]
+            try:
+                promql_parser.parse(r["expr"])
+            except ValueError as exc:
+                raise AssertionError(f"{r['alert']}: not PromQL: {exc}") from None
             for name in re.findall(r"\bcronhooks_[a-z_]+\b", r["expr"]):
                 assert name in exported, f"{r['alert']}: {name} is not exported by the code"
             assert r["labels"]["severity"] in {"warning", "critical"}
