@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
 # .env is phony too: infra/write-env only adds what is missing.
-.PHONY: install up down .env test test-unit test-faults lint bench clean
+.PHONY: install up down .env test test-unit test-faults test-deploy lint bench clean
 
 install: $(STAMP)
 
@@ -54,6 +54,12 @@ test: lint
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit
+
+# The Kubernetes manifests in deploy/, offline: kubernetes-validate's bundled schemas, the
+# vendored operator CRDs, and `kubectl kustomize` where kubectl is installed (also part of
+# `make test`).
+test-deploy: install
+	$(BIN)/pytest -q -p no:xdist tests/unit/test_deploy_manifests.py
 
 # kill -9 each service, restart (private) RabbitMQ and Postgres, 3 schedulers — during a herd
 # (also part of `make test`); the table lands in test-artifacts/fault-table.md
