@@ -1,4 +1,5 @@
-"""The `cronhooks` console script (CONTRACT §1)."""
+"""The `cronhooks` console script: configuration, ports and every command are in
+docs/reference/configuration.md."""
 
 from __future__ import annotations
 
