@@ -104,3 +104,15 @@ def test_the_readme_starts_with_prerequisites() -> None:
         assert needed in section, needed
 
 
+def test_the_readme_command_table_has_every_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Commands", 1)[1].split("\n\n", 2)[1]
+    for action in _parser()._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for name, sub in action.choices.items():
+            nested = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]
+            for command in [f"{name} {n}" for a in nested for n in a.choices] or [name]:
+                # `admin list-tokens` / `revoke-token ID` share a row: the last word will do.
+                last = command.split()[-1]
+                assert f"cronhooks {command}" in table or f"`{last}" in table, command
