@@ -9,6 +9,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from cronhooks_common.settings import Settings, SettingsError
 
@@ -76,6 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--demo-agent", action="store_true", help="also run the demo agent")
     up.add_argument("--demo-agent-port", type=int, default=8090)
     up.add_argument(
+        "--log-file",
+        type=Path,
+        help="append migrations' and services' logs to this file (make up: cronhooks-up.log)",
+    )
+    up.add_argument(
         "--print-token",
         action="store_true",
         help="create an admin token and print quick-start URLs",
@@ -114,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 settings,
                 demo_agent_port=args.demo_agent_port if args.demo_agent else None,
                 print_token=args.print_token,
+                log_file=args.log_file,
             )
         )
     return 2
