@@ -169,8 +169,8 @@ def quick_start_text(
         lines += [
             f"  What the demo agent received:    {received}",
             f"  Demo agent's secret:             {agent_secret}",
-            "  (it refuses requests not signed with it: give it to webhooks you point there,"
-            " with writePatterns: [\"demo/*\"] for the note it writes)",
+            "  (it refuses requests not signed with it: give it to webhooks you point there,",
+            '   with writePatterns: ["demo/*"] for the note it writes, as below)',
         ]
     if demo is not None:
         state = (
