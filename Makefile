@@ -32,7 +32,8 @@ up: install .env
 	@infra/local-services up --trust-user --record $(STARTED)
 	@echo "cronhooks-up $$$$" >> $(STARTED); \
 	  CRONHOOKS_ALLOW_PRIVATE_TARGETS=$${CRONHOOKS_ALLOW_PRIVATE_TARGETS:-true} \
-	  exec $(BIN)/cronhooks up --demo-agent --demo-agent-port $(DEMO_AGENT_PORT) --print-token
+	  exec $(BIN)/cronhooks up --demo-agent --demo-agent-port $(DEMO_AGENT_PORT) --print-token \
+	    --log-file cronhooks-up.log
 
 # Stops what `make up` started, and only that.
 down:
