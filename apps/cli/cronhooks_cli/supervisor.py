@@ -32,6 +32,7 @@ log = structlog.get_logger(__name__)
 
 SERVICE_NAMES = ("admin-api", "importer", "scheduler", "dispatcher")
 CONFIGURATION_ERROR = 2  # the exit status of `cronhooks` for a setting that cannot work
+FAILURE_GRACE_SECONDS = 10.0
 _TAIL = 4096  # bytes of a child's stderr kept: its last line says why it stopped
 
 
@@ -135,13 +136,19 @@ async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bo
     await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
     if not ready.done():
         ready.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ready
     elif not all(ready.result()):
         log.error("services_not_ready")
     elif print_token:
         await _print_quick_start(settings, demo_agent_port)
     watched = [asyncio.ensure_future(stop.wait()), *children.values()]
     await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-    stop.set()  # one child stopped for good: so do the others
+    if not stop.is_set():
+        # One child stopped for good; the others, given the same settings, likely will
+        # too: a moment for them to say so, then they are stopped.
+        await asyncio.wait(children.values(), timeout=FAILURE_GRACE_SECONDS)
+        stop.set()
     reasons = dict(zip(children, await asyncio.gather(*children.values()), strict=True))
     if demo is not None:
         await demo.cleanup()
