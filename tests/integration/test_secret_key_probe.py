@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
+from cronhooks_cli.reseal import SEALED_TABLES
 from cronhooks_common import db
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.reseal import SEALED_TABLES
 from cronhooks_common.secret_probe import SecretKeyMismatch, check_secret_key
 
 A = "key-a-0123456789abcdef0123456789abcdef"

@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 import asyncpg
 from standardwebhooks.webhooks import Webhook
 
+from cronhooks_cli.reseal import SEALED_TABLES, reseal
 from cronhooks_common import db, keys
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.crypto import SecretBox
-from cronhooks_common.reseal import SEALED_TABLES, reseal
 from cronhooks_common.secret_probe import check_secret_key
 from cronhooks_common.settings import Settings
 from tests.support import ed25519_ref

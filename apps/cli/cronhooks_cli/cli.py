@@ -147,9 +147,9 @@ async def _check_secret_key(settings: Settings) -> None:
 
 
 async def _reseal(settings: Settings) -> int:
+    from cronhooks_cli.reseal import reseal
     from cronhooks_common import db
     from cronhooks_common.crypto import SecretBox
-    from cronhooks_common.reseal import reseal
     from cronhooks_common.secret_probe import SecretKeyMismatch
 
     try:

@@ -5,7 +5,7 @@ that encrypts webhook secrets is never the key that signs API tokens.
 
 Key rotation: CRONHOOKS_SECRET_KEY_PREVIOUS names master keys that still open what they
 sealed (cryptography's MultiFernet); sealing always uses the current key, and
-`cronhooks secrets reseal` (reseal.py) moves what is stored onto it.
+`cronhooks secrets reseal` (cronhooks_cli.reseal) moves what is stored onto it.
 """
 
 from __future__ import annotations
