@@ -146,3 +146,12 @@ async def test_secrets_reseal_says_what_it_did_and_how_to_finish(settings: Setti
     assert (await cli(new_only, "migrate"))[0] == 0, "the new key alone opens everything"
     code, _, err = await cli(old, "secrets", "reseal")
     assert code == 2 and err.startswith(f"cronhooks secrets reseal: {WHY}"), err
+
+
+async def test_keys_rotate_refuses_to_seal_a_key_with_a_wrong_key(settings: Settings) -> None:
+    env = settings.to_env()
+    assert (await cli(env, "migrate"))[0] == 0
+    code, _, err = await cli({**env, "CRONHOOKS_SECRET_KEY": WRONG}, "keys", "rotate")
+    assert code == 2 and err.startswith(f"cronhooks keys rotate: {WHY}"), err
+    code, out, err = await cli(env, "keys", "rotate")
+    assert code == 0 and "signing now with" in out, err

@@ -211,7 +211,13 @@ async def _rotate_keys(settings: Settings) -> int:
     from cronhooks_common import db
     from cronhooks_common.crypto import SecretBox
     from cronhooks_common.keys import rotate
+    from cronhooks_common.secret_probe import SecretKeyMismatch
 
+    try:  # a key sealed with a wrong key would be one no service can open
+        await _check_secret_key(settings)
+    except SecretKeyMismatch as exc:
+        print(f"cronhooks keys rotate: {exc}", file=sys.stderr)
+        return CONFIGURATION_ERROR
     algorithm = settings.fire_jwt_algorithm
     conn = await db.connect(settings.database_url, name="keys")
     try:
