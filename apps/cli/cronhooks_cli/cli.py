@@ -13,6 +13,8 @@ from pathlib import Path
 
 from cronhooks_common.settings import Settings, SettingsError
 
+CONFIGURATION_ERROR = 2  # exit status: the same settings would fail the same way again
+
 SERVICES: dict[str, str] = {
     "scheduler": "cronhooks_scheduler.app",
     "dispatcher": "cronhooks_dispatcher.app",
@@ -73,6 +75,14 @@ def _parser() -> argparse.ArgumentParser:
         help="retire the signing key (still published) and make a new one of the"
         " CRONHOOKS_FIRE_JWT_ALGORITHM algorithm",
     )
+    secrets = sub.add_parser("secrets", help="the secrets stored sealed with CRONHOOKS_SECRET_KEY")
+    secrets_sub = secrets.add_subparsers(dest="secrets_command", required=True)
+    secrets_sub.add_parser(
+        "reseal",
+        help="seal every stored secret again under CRONHOOKS_SECRET_KEY (after a key change,"
+        " with the old key in CRONHOOKS_SECRET_KEY_PREVIOUS); resumable, safe while"
+        " services run",
+    )
     up = sub.add_parser("up", help="migrate and run all services in one supervised tree")
     up.add_argument("--demo-agent", action="store_true", help="also run the demo agent")
     up.add_argument("--demo-agent-port", type=int, default=8090)
@@ -110,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_broker(settings, args))
     if args.command == "keys":
         return asyncio.run(_rotate_keys(settings))
+    if args.command == "secrets":
+        return asyncio.run(_reseal(settings))
     if args.command == "projections":
         return asyncio.run(_rebuild(settings))
     if args.command == "up":
@@ -128,9 +140,66 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def _migrate(settings: Settings) -> int:
     from cronhooks_common.migrate import migrate
+    from cronhooks_common.secret_probe import SecretKeyMismatch
 
     applied = await migrate(settings.database_url)
     print(f"migrations applied: {len(applied)}")
+    try:
+        await _check_secret_key(settings)
+    except SecretKeyMismatch as exc:
+        print(f"cronhooks migrate: {exc}", file=sys.stderr)
+        return CONFIGURATION_ERROR
+    return 0
+
+
+async def _check_secret_key(settings: Settings) -> None:
+    """The secret key probe (secret_probe.py): written on first use, opened every time."""
+    from cronhooks_common import db
+    from cronhooks_common.crypto import SecretBox
+    from cronhooks_common.secret_probe import check_secret_key
+
+    conn = await db.connect(settings.database_url, name="cli-secrets")
+    try:
+        await check_secret_key(conn, SecretBox.of(settings), settings.database_url)
+    finally:
+        await conn.close()
+
+
+async def _reseal(settings: Settings) -> int:
+    from cronhooks_cli.reseal import reseal
+    from cronhooks_common import db
+    from cronhooks_common.crypto import SecretBox
+    from cronhooks_common.secret_probe import SecretKeyMismatch
+
+    try:
+        await _check_secret_key(settings)
+    except SecretKeyMismatch as exc:
+        print(f"cronhooks secrets reseal: {exc}", file=sys.stderr)
+        return CONFIGURATION_ERROR
+    conn = await db.connect(settings.database_url, name="cli-secrets")
+    try:
+        report = await reseal(conn, SecretBox.of(settings))
+    finally:
+        await conn.close()
+    for table, counts in report.tables.items():
+        print(
+            f"{table}: {counts.resealed} resealed, {counts.current} already current,"
+            f" {counts.unreadable} unreadable"
+        )
+    if report.unreadable:
+        print(
+            f"cronhooks secrets reseal: {report.unreadable} values open with no configured"
+            " key: add the key that sealed them to CRONHOOKS_SECRET_KEY_PREVIOUS and run"
+            " it again",
+            file=sys.stderr,
+        )
+        return 1
+    if settings.secret_key_previous:
+        print(
+            "every secret is sealed under CRONHOOKS_SECRET_KEY: remove"
+            " CRONHOOKS_SECRET_KEY_PREVIOUS (from .env or the environment) and restart"
+            " the services"
+        )
     return 0
 
 
@@ -138,6 +207,7 @@ def _run(service: str, settings: Settings) -> int:
     import uvloop
 
     from cronhooks_common.queues import QueueSetupError
+    from cronhooks_common.secret_probe import SecretKeyMismatch
     from cronhooks_common.service import serve
 
     module = importlib.import_module(SERVICES[service])
@@ -147,7 +217,10 @@ def _run(service: str, settings: Settings) -> int:
         uvloop.run(serve(service, settings, module.bootstrap, defer_relay=defer_relay))
     except QueueSetupError as exc:  # the broker's queues do not fit the settings
         print(f"cronhooks {service}: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return CONFIGURATION_ERROR
+    except SecretKeyMismatch as exc:  # nothing taken: the same key would fail the same way
+        print(f"cronhooks {service}: {exc}", file=sys.stderr)
+        return CONFIGURATION_ERROR
     return 0
 
 
@@ -157,12 +230,18 @@ async def _rotate_keys(settings: Settings) -> int:
     from cronhooks_common import db
     from cronhooks_common.crypto import SecretBox
     from cronhooks_common.keys import rotate
+    from cronhooks_common.secret_probe import SecretKeyMismatch
 
+    try:  # a key sealed with a wrong key would be one no service can open
+        await _check_secret_key(settings)
+    except SecretKeyMismatch as exc:
+        print(f"cronhooks keys rotate: {exc}", file=sys.stderr)
+        return CONFIGURATION_ERROR
     algorithm = settings.fire_jwt_algorithm
     conn = await db.connect(settings.database_url, name="keys")
     try:
         retired, new = await rotate(
-            conn, SecretBox(settings.secret_key), algorithm=algorithm, now=datetime.now(UTC)
+            conn, SecretBox.of(settings), algorithm=algorithm, now=datetime.now(UTC)
         )
     finally:
         await conn.close()

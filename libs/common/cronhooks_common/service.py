@@ -1,7 +1,8 @@
 """What every service process shares: the runtime it is wired from, and its life cycle.
 
-A service module provides ``bootstrap(runtime) -> Service``; `run_service` builds the real
-runtime (pool, broker connection, clock, HTTP app), starts the outbox relay, serves HTTP,
+A service module provides ``bootstrap(runtime) -> Service``; `run_service` checks the
+secret key against the database (secret_probe.py), builds the real runtime (pool, broker
+connection, clock, HTTP app), starts the outbox relay, serves HTTP,
 and on SIGTERM drains: stop taking work, finish in-flight work within 30 s, exit 0.
 Tests build a `Runtime` themselves and call the same ``bootstrap``.
 """
@@ -23,9 +24,11 @@ from aiohttp import web
 
 from cronhooks_common import broker, db
 from cronhooks_common.clock import Clock, SystemClock
+from cronhooks_common.crypto import SecretBox
 from cronhooks_common.http_limits import make_runner
 from cronhooks_common.ops import add_ops_routes
 from cronhooks_common.relay import OutboxRelay
+from cronhooks_common.secret_probe import check_secret_key
 from cronhooks_common.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -68,6 +71,13 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
 
     pool = await db.create_pool(settings.database_url, name=name, max_size=20)
+    try:
+        # Before the broker: a wrong key stops the process having taken no message.
+        async with pool.acquire() as conn:
+            await check_secret_key(conn, SecretBox.of(settings), settings.database_url)
+    except BaseException:
+        await pool.close()
+        raise
     amqp = await broker.connect(settings.amqp_url, name=name)
     runtime = Runtime(name=name, settings=settings, pool=pool, amqp=amqp)
     add_ops_routes(runtime.http, pool=pool, amqp=amqp)

@@ -79,6 +79,14 @@ def _secret_key(raw: str) -> str:
     return raw
 
 
+def _previous_keys(raw: str) -> tuple[str, ...]:
+    """Comma-separated older secret keys (key rotation); empty: none."""
+    keys = tuple(key.strip() for key in raw.split(",") if key.strip())
+    for key in keys:
+        _secret_key(key)
+    return keys
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("must not be empty")
@@ -90,6 +98,8 @@ class Settings:
     """Every ``CRONHOOKS_*`` variable, parsed. Field name = variable name minus the prefix."""
 
     secret_key: str
+    # Older keys that still open what they sealed (key rotation: `cronhooks secrets reseal`).
+    secret_key_previous: tuple[str, ...] = ()
     database_url: str = "postgresql://127.0.0.1:5432/cronhooks"
     amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/"
     timezone: str = "UTC"
@@ -173,8 +183,10 @@ class Settings:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is None:
+            if value is None or value == ():
                 continue  # unset stays unset
+            if isinstance(value, tuple):
+                value = ",".join(value)
             out[f"{PREFIX}{f.name.upper()}"] = (
                 str(value).lower() if isinstance(value, bool) else str(value)
             )
@@ -183,6 +195,7 @@ class Settings:
 
 _PARSERS: dict[str, Callable[[str], Any]] = {
     "secret_key": _secret_key,
+    "secret_key_previous": _previous_keys,
     "database_url": _url("postgresql", "postgres"),
     "amqp_url": _url("amqp", "amqps"),
     "timezone": _zone,

@@ -10,7 +10,7 @@ the change deliveries they fire continue its trace).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,11 +42,29 @@ def _moment(claims: Mapping[str, object], name: str, now: datetime) -> datetime:
 
 
 def _decode(
-    token: str, key: bytes, audience: str, issuer: str, now: datetime
+    token: str, keys: Sequence[bytes], audience: str, issuer: str, now: datetime
 ) -> tuple[dict[str, Any], datetime]:
-    """The verified claims of an HS256 token for `audience`, and its expiry."""
+    """The verified claims of an HS256 token for `audience`, and its expiry. `keys`: the
+    current key first, then those of CRONHOOKS_SECRET_KEY_PREVIOUS (tokens minted before
+    a key rotation stay valid until they expire)."""
+    for key in keys:
+        claims = _verified(token, key, audience, issuer)
+        if claims is not None:
+            break
+    else:
+        raise TokenError("Signature verification failed")
+    expires = _moment(claims, "exp", now)
+    if expires <= now:
+        raise TokenError("token has expired")
+    if _moment(claims, "iat", now) > now + CLOCK_SKEW:
+        raise TokenError("token is not yet valid (iat)")
+    return claims, expires
+
+
+def _verified(token: str, key: bytes, audience: str, issuer: str) -> dict[str, Any] | None:
+    """The claims if `key` signed the token; None if another key did."""
     try:
-        claims = jwt.decode(
+        claims: dict[str, Any] = jwt.decode(
             token,
             key,
             algorithms=[ALGORITHM],
@@ -60,14 +78,11 @@ def _decode(
                 "verify_nbf": False,
             },
         )
+    except jwt.InvalidSignatureError:
+        return None
     except jwt.PyJWTError as exc:
         raise TokenError(str(exc)) from None
-    expires = _moment(claims, "exp", now)
-    if expires <= now:
-        raise TokenError("token has expired")
-    if _moment(claims, "iat", now) > now + CLOCK_SKEW:
-        raise TokenError("token is not yet valid (iat)")
-    return claims, expires
+    return claims
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +100,11 @@ class ApiClaims:
 
 
 class ApiTokens:
-    def __init__(self, *, master_key: str, issuer: str, ttl_seconds: int) -> None:
+    def __init__(
+        self, *, master_key: str, issuer: str, ttl_seconds: int, previous_keys: Iterable[str] = ()
+    ) -> None:
         self._key = derive_key(master_key, "api-token/v1")
+        self._keys = (self._key, *(derive_key(k, "api-token/v1") for k in previous_keys))
         self._issuer = issuer
         self._ttl = timedelta(seconds=ttl_seconds)
 
@@ -124,7 +142,7 @@ class ApiTokens:
         return jwt.encode(claims, self._key, algorithm=ALGORITHM)
 
     def verify(self, token: str, *, now: datetime) -> ApiClaims:
-        claims, expires = _decode(token, self._key, AUDIENCE, self._issuer, now)
+        claims, expires = _decode(token, self._keys, AUDIENCE, self._issuer, now)
         try:
             return ApiClaims(
                 subject=str(claims["sub"]),
@@ -168,8 +186,9 @@ class AdminWriteTokens:
     for each such call: valid 60 s, with a key and an audience of its own, so it can never
     pass for an api_token nor an api_token for it. It writes every path at depth 0."""
 
-    def __init__(self, *, master_key: str, issuer: str) -> None:
+    def __init__(self, *, master_key: str, issuer: str, previous_keys: Iterable[str] = ()) -> None:
         self._key = derive_key(master_key, "admin-note-writes/v1")
+        self._keys = (self._key, *(derive_key(k, "admin-note-writes/v1") for k in previous_keys))
         self._issuer = issuer
 
     def mint(self, *, actor: str, now: datetime) -> str:
@@ -183,7 +202,7 @@ class AdminWriteTokens:
         return jwt.encode(claims, self._key, algorithm=ALGORITHM)
 
     def verify(self, token: str, *, now: datetime) -> AdminClaims:
-        claims, expires = _decode(token, self._key, ADMIN_AUDIENCE, self._issuer, now)
+        claims, expires = _decode(token, self._keys, ADMIN_AUDIENCE, self._issuer, now)
         actor = claims["sub"]
         if not isinstance(actor, str) or not actor.startswith("admin:"):
             raise TokenError("token subject is not an admin")

@@ -44,7 +44,7 @@ class AdminApi:
         self.commands = Commands(
             pool=runtime.pool,
             clock=runtime.clock,
-            secrets=SecretBox(settings.secret_key),
+            secrets=SecretBox.of(settings),
             default_timezone=settings.timezone,
             allow_private=settings.allow_private_targets,
             allow_insecure=settings.allow_insecure_targets,
@@ -93,7 +93,7 @@ class AdminApi:
         async with rt.pool.acquire() as conn:
             await active_key(
                 conn,
-                SecretBox(rt.settings.secret_key),
+                SecretBox.of(rt.settings),
                 algorithm=rt.settings.fire_jwt_algorithm,
                 now=rt.clock.now(),
             )

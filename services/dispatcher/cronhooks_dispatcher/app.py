@@ -140,7 +140,7 @@ class DispatcherService:
             clock=rt.clock,
             writer=self._writer,
             http=self._http,
-            keys=deliver.SigningKeys(SecretBox(settings.secret_key)),
+            keys=deliver.SigningKeys(SecretBox.of(settings)),
             tokens=ApiTokens(
                 master_key=settings.secret_key,
                 issuer=settings.public_url,
@@ -152,7 +152,7 @@ class DispatcherService:
             fires=fire.FireCaller(
                 pool=rt.pool,
                 http=self._http,
-                box=SecretBox(settings.secret_key),
+                box=SecretBox.of(settings),
                 clock=rt.clock,
                 algorithm=settings.fire_jwt_algorithm,
                 writer=self._writer,

@@ -45,12 +45,15 @@ class Importer:
             master_key=settings.secret_key,
             issuer=settings.public_url,
             ttl_seconds=settings.api_token_ttl_seconds,
+            previous_keys=settings.secret_key_previous,
         )
         self.scopes = WebhookScopes(runtime.pool)
         callers = Callers(
             tokens=tokens,
             admin_tokens=AdminWriteTokens(
-                master_key=settings.secret_key, issuer=settings.public_url
+                master_key=settings.secret_key,
+                issuer=settings.public_url,
+                previous_keys=settings.secret_key_previous,
             ),
             scopes=self.scopes,
             clock=clock,
