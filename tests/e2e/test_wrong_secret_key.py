@@ -155,3 +155,36 @@ async def test_keys_rotate_refuses_to_seal_a_key_with_a_wrong_key(settings: Sett
     assert code == 2 and err.startswith(f"cronhooks keys rotate: {WHY}"), err
     code, out, err = await cli(env, "keys", "rotate")
     assert code == 0 and "signing now with" in out, err
+
+
+async def test_make_ups_terminal_hears_why_when_logs_go_to_a_file(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """`make up` sends logs to a file: the line saying which service stopped and why still
+    reaches the terminal (stdout), and the log file holds the services' own lines."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CRONHOOKS_")},
+        **with_free_ports(settings),
+    }
+    code, _, err = await cli(env, "migrate")
+    assert code == 0, err
+    env["CRONHOOKS_SECRET_KEY"] = WRONG
+    proc = await asyncio.create_subprocess_exec(
+        Path(sys.executable).parent / "cronhooks",
+        "up",
+        "--log-file",
+        "up.log",
+        env=env,
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out_bytes, _ = await asyncio.wait_for(proc.communicate(), 30)
+    out = out_bytes.decode()
+    assert proc.returncode == 2, out
+    terminal = out.strip().splitlines()
+    assert terminal[0] == "cronhooks up: migrations and service logs go to up.log", out
+    summary = [line for line in terminal if line.startswith("cronhooks up: ") and "stopped" in line]
+    assert len(summary) == 1 and WHY in summary[0], out
+    logged = (tmp_path / "up.log").read_text()
+    assert any(f"cronhooks {s}: {WHY}" in logged for s in SERVICES), logged
