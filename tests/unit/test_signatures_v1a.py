@@ -43,7 +43,10 @@ RFC_VECTORS = [
         "458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00",
     ),
 ]
-NOW = datetime.now(UTC).replace(microsecond=0)  # the library checks its tolerance on it
+# The library checks a signature's timestamp against the real clock (5 min either way):
+# NOW is taken as each test starts (_fresh_now), not when the module was collected, which
+# in a long `pytest -n` run can be more than 5 minutes before the test runs.
+NOW = datetime.now(UTC).replace(microsecond=0)
 STAMP = int(NOW.timestamp())
 BODY = b'{"version":1,"id":42}'
 
@@ -60,7 +63,15 @@ def raw_public(text: str) -> bytes:
     return base64.b64decode(text.removeprefix("whpk_"))
 
 
-def headers_of(keys: SecretKeys, now: datetime = NOW) -> dict[str, str]:
+@pytest.fixture(autouse=True)
+def _fresh_now() -> None:
+    global NOW, STAMP
+    NOW = datetime.now(UTC).replace(microsecond=0)
+    STAMP = int(NOW.timestamp())
+
+
+def headers_of(keys: SecretKeys, now: datetime | None = None) -> dict[str, str]:
+    now = now or NOW
     return signature_headers(
         keys.at(now), delivery_id="42", timestamp=int(now.timestamp()), body=BODY, attempt=1
     )

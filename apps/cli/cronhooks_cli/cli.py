@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cronhooks_cli import secret_commands
 from cronhooks_common.settings import Settings, SettingsError
 
 CONFIGURATION_ERROR = 2  # exit status: the same settings would fail the same way again
@@ -119,9 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "broker":
         return asyncio.run(_broker(settings, args))
     if args.command == "keys":
-        return asyncio.run(_rotate_keys(settings))
+        return asyncio.run(secret_commands.rotate_keys(settings))
     if args.command == "secrets":
-        return asyncio.run(_reseal(settings))
+        return asyncio.run(secret_commands.reseal_secrets(settings))
     if args.command == "projections":
         return asyncio.run(_rebuild(settings))
     if args.command == "up":
@@ -145,61 +146,10 @@ async def _migrate(settings: Settings) -> int:
     applied = await migrate(settings.database_url)
     print(f"migrations applied: {len(applied)}")
     try:
-        await _check_secret_key(settings)
+        await secret_commands.check_secret_key(settings)
     except SecretKeyMismatch as exc:
         print(f"cronhooks migrate: {exc}", file=sys.stderr)
         return CONFIGURATION_ERROR
-    return 0
-
-
-async def _check_secret_key(settings: Settings) -> None:
-    """The secret key probe (secret_probe.py): written on first use, opened every time."""
-    from cronhooks_common import db
-    from cronhooks_common.crypto import SecretBox
-    from cronhooks_common.secret_probe import check_secret_key
-
-    conn = await db.connect(settings.database_url, name="cli-secrets")
-    try:
-        await check_secret_key(conn, SecretBox.of(settings), settings.database_url)
-    finally:
-        await conn.close()
-
-
-async def _reseal(settings: Settings) -> int:
-    from cronhooks_cli.reseal import reseal
-    from cronhooks_common import db
-    from cronhooks_common.crypto import SecretBox
-    from cronhooks_common.secret_probe import SecretKeyMismatch
-
-    try:
-        await _check_secret_key(settings)
-    except SecretKeyMismatch as exc:
-        print(f"cronhooks secrets reseal: {exc}", file=sys.stderr)
-        return CONFIGURATION_ERROR
-    conn = await db.connect(settings.database_url, name="cli-secrets")
-    try:
-        report = await reseal(conn, SecretBox.of(settings))
-    finally:
-        await conn.close()
-    for table, counts in report.tables.items():
-        print(
-            f"{table}: {counts.resealed} resealed, {counts.current} already current,"
-            f" {counts.unreadable} unreadable"
-        )
-    if report.unreadable:
-        print(
-            f"cronhooks secrets reseal: {report.unreadable} values open with no configured"
-            " key: add the key that sealed them to CRONHOOKS_SECRET_KEY_PREVIOUS and run"
-            " it again",
-            file=sys.stderr,
-        )
-        return 1
-    if settings.secret_key_previous:
-        print(
-            "every secret is sealed under CRONHOOKS_SECRET_KEY: remove"
-            " CRONHOOKS_SECRET_KEY_PREVIOUS (from .env or the environment) and restart"
-            " the services"
-        )
     return 0
 
 
@@ -221,31 +171,6 @@ def _run(service: str, settings: Settings) -> int:
     except SecretKeyMismatch as exc:  # nothing taken: the same key would fail the same way
         print(f"cronhooks {service}: {exc}", file=sys.stderr)
         return CONFIGURATION_ERROR
-    return 0
-
-
-async def _rotate_keys(settings: Settings) -> int:
-    from datetime import UTC, datetime
-
-    from cronhooks_common import db
-    from cronhooks_common.crypto import SecretBox
-    from cronhooks_common.keys import rotate
-    from cronhooks_common.secret_probe import SecretKeyMismatch
-
-    try:  # a key sealed with a wrong key would be one no service can open
-        await _check_secret_key(settings)
-    except SecretKeyMismatch as exc:
-        print(f"cronhooks keys rotate: {exc}", file=sys.stderr)
-        return CONFIGURATION_ERROR
-    algorithm = settings.fire_jwt_algorithm
-    conn = await db.connect(settings.database_url, name="keys")
-    try:
-        retired, new = await rotate(
-            conn, SecretBox.of(settings), algorithm=algorithm, now=datetime.now(UTC)
-        )
-    finally:
-        await conn.close()
-    print(f"retired key {retired or '(none)'}; signing now with {new} ({algorithm})")
     return 0
 
 
