@@ -16,7 +16,8 @@ sets (`RULES`, by the event's type; any other type keeps the deadline) —
 * attempt failed: the retry's `retry_at` plus the timeout plus GRACE;
 * queued (DELAY, an execution group): none — it waits for another delivery, which has a
   deadline of its own; its release starts its clock;
-* succeeded, failed, skipped: finished, the row goes.
+* succeeded, failed, skipped: finished, the row goes; a run's events (CONTRACT §16.2)
+  come after a success, and a run has its own deadline (the importer's timeout sweep).
 
 Reads come every POLL at most, so a delivery that starts and ends between two reads (nearly
 all of them) never costs a row. A row past its deadline is abandoned by appending to the
@@ -59,6 +60,8 @@ from cronhooks_common.events import (
     NotesImported,
     NotesRejected,
     Payload,
+    RunFinished,
+    RunStarted,
     delivery_fields,
 )
 from cronhooks_common.faults import ABANDONED
@@ -139,6 +142,8 @@ _RULES: dict[type[Payload], Rule] = {
     DeliverySucceeded: _finishes,
     DeliveryFailed: _finishes,
     DeliverySkipped: _finishes,
+    RunStarted: _finishes,  # after delivery.succeeded: the run's deadline is the importer's
+    RunFinished: _finishes,
 }
 # By event type; any other type keeps the deadline.
 RULES = {cls.TYPE: rule for cls, rule in _RULES.items()}
