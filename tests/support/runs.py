@@ -82,8 +82,10 @@ async def report(system: System, token: str | None, body: Any = None, **kw: Any)
     return await token_api.call(system, "POST", REPORT, token, body, **kw)
 
 
-async def heartbeat(system: System, token: str | None, body: Any = None) -> tuple[int, Any]:
-    return await token_api.call(system, "POST", HEARTBEAT, token, body)
+async def heartbeat(
+    system: System, token: str | None, body: Any = None, **kw: Any
+) -> tuple[int, Any]:
+    return await token_api.call(system, "POST", HEARTBEAT, token, body, **kw)
 
 
 async def run_events(dsn: str, delivery_id: int) -> list[asyncpg.Record]:
