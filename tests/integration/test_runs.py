@@ -224,3 +224,23 @@ async def test_what_the_report_endpoint_answers(system: System, runner: AsyncAge
     other = token_api.mint(system.settings, now=system.clock.now(), webhook_id=open_id)
     assert (await report(system, other, {"status": "ok"}))[0] == 404
     assert (await heartbeat(system, other))[0] == 404
+
+
+async def test_the_sdk_heartbeats_and_reports_a_run(system: System, runner: AsyncAgent) -> None:
+    from cronhooks_agent import AuthRejected, Run, RunFinished, RunReport
+
+    _, delivery_id, token = await start_run(system, runner)
+    run = Run(system.urls["importer"], token)
+    system.clock.advance(timedelta(minutes=10))
+    deadline = await run.heartbeat([{"level": "info", "msg": "working"}])
+    assert deadline == system.clock.now() + timedelta(hours=1)
+    done = RunReport().cost("usd", 0.5).log("info", "written", data={"notes": 1})
+    ended = await run.report(done)
+    assert ended["state"] == "SUCCEEDED"
+    assert await run.report(done) == ended  # the same report again
+    with pytest.raises(RunFinished):
+        await run.report(RunReport("error", "late"))
+    row = await run_row(system.dsn, delivery_id)
+    assert row is not None and [e["msg"] for e in row["logs"]] == ["working", "written"]
+    with pytest.raises(AuthRejected):
+        await Run(system.urls["importer"], token + "x").heartbeat()
