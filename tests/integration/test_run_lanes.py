@@ -1,14 +1,17 @@
 """While a run is RUNNING its delivery counts as pending for FORBID, DELAY and execution
-groups (CONTRACT §16.2, §13); its end hands the lanes on. On the running services with an
+groups (CONTRACT §16.2, §13); its end hands the lanes on, also when the dispatcher cannot
+handle it (§15: a poison run.finished still releases them). On the running services with an
 injected clock kept near the real one (slots come when the test moves it)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
 
+from cronhooks_dispatcher import health
 from tests.support.agent import Agent
 from tests.support.flows import create_webhook, events_of, finished, scheduler_applied, trigger
 from tests.support.inprocess import eventually
@@ -105,3 +108,32 @@ async def test_delay_and_group_waiters_go_when_the_run_finishes(
     for waiter in (grouped, delayed):
         await finished(system, system.admin, waiter, timeout=15)
         assert "delivery.released" in await types_of(system.dsn, waiter)
+
+
+class Injected(RuntimeError):
+    pass
+
+
+async def test_a_run_end_the_dispatcher_cannot_handle_still_hands_its_lane_on(
+    system: System, runner: AsyncAgent, agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    count = health.Rules.count
+
+    async def broken(self: health.Rules, conn: Any, ended: Any, now: datetime) -> Any:
+        if any(h.error == "poison" for h, _ in ended):
+            raise Injected("cannot count this run")
+        return await count(self, conn, ended, now)
+
+    monkeypatch.setattr(health.Rules, "count", broken)
+    _, delivery_id, token = await start_run(system, runner, executionGroup="g")
+    other, _ = await create_webhook(system, system.admin, runner.url, executionGroup="g")
+    waiting = await trigger(system, system.admin, other)
+
+    async def queued() -> bool:
+        return "delivery.queued" in await types_of(system.dsn, waiting)
+
+    await eventually(queued)
+    assert (await report(system, token, {"status": "error", "message": "poison"}))[0] == 200
+    await run_state(system.dsn, delivery_id, "FAILED")
+    await finished(system, system.admin, waiting, timeout=30)
+    assert "delivery.released" in await types_of(system.dsn, waiting)

@@ -84,6 +84,7 @@ ENDINGS = Handlers[Fault](
         DeliveryReleased: deliver.fail_request,
         NotesImported: finish.fail_waiting_attempt,
         NotesRejected: finish.fail_waiting_attempt,
+        RunFinished: runs.release_by_fault,  # its lanes go on all the same
         TriggerRequested: fire.fail_fire,
     }
 )

@@ -35,7 +35,7 @@ from cronhooks_common.events import (
     RunStarted,
 )
 from cronhooks_dispatcher import handon, queries
-from cronhooks_dispatcher.deps import Call
+from cronhooks_dispatcher.deps import Call, Fault
 from cronhooks_dispatcher.health import Health
 
 if TYPE_CHECKING:  # record.py calls this module
@@ -124,3 +124,15 @@ async def finish_run(call: Call, event: Event, run: RunFinished) -> None:
         alerts = await deps.writer.health.count(conn, [(counted, causation)], now)
     log.info("run_finished", delivery_id=run.delivery_id, state=run.state)
     deps.writer.alerts.committed(alerts)
+
+
+async def release_by_fault(fault: Fault, event: Event, run: RunFinished) -> None:
+    """A run's end that cannot be handled (poison) still hands its delivery's lanes on, so
+    nothing waits behind a dead letter; its health is not counted."""
+    deps = fault.deps
+    async with deps.pool.acquire() as conn, conn.transaction():
+        if not await claim_event(conn, queries.INBOX, event):
+            return
+        pair = [(run.webhook_id, run.delivery_id)]
+        await handon.release(conn, pair, [run.delivery_id], deps.clock.now())
+    log.error("run_end_failed", delivery_id=run.delivery_id, error=repr(fault.error))
