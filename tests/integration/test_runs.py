@@ -5,6 +5,7 @@ means for the webhook's health."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -244,3 +245,26 @@ async def test_the_sdk_heartbeats_and_reports_a_run(system: System, runner: Asyn
     assert row is not None and [e["msg"] for e in row["logs"]] == ["working", "written"]
     with pytest.raises(AuthRejected):
         await Run(system.urls["importer"], token + "x").heartbeat()
+
+
+# tokens that outlive the runs: a late report is judged by its run (an expired token whose
+# run has ended is a 401, test_heartbeats_...)
+@pytest.mark.system(settings={"api_token_ttl_seconds": 7200})
+async def test_reports_racing_the_timeout_sweep_end_each_run_once(
+    system: System, runner: AsyncAgent
+) -> None:
+    hook_id, first, token = await start_run(system, runner)
+    started = [(first, token)]
+    for _ in range(5):
+        system.clock.advance(timedelta(seconds=1))
+        started.append(await run_of(system, runner, hook_id))
+    rows = [await run_row(system.dsn, d) for d, _ in started]
+    deadlines = [r["deadline"] for r in rows if r is not None]
+    system.clock.set(deadlines[2])  # the first three are due: the sweep takes them meanwhile
+    answers = await asyncio.gather(*(report(system, t, {"status": "ok"}) for _, t in started))
+    assert [code for code, _ in answers] == [409] * 3 + [200] * 3, answers
+    for (delivery_id, _), (code, _) in zip(started, answers, strict=True):
+        row = await run_row(system.dsn, delivery_id)
+        assert row is not None
+        assert row["state"] == ("TIMED_OUT" if code == 409 else "SUCCEEDED")
+        assert len(await run_events(system.dsn, delivery_id)) == 2  # started, one end
