@@ -75,6 +75,14 @@ async def test_a_202_to_a_request_with_a_token_starts_a_run_that_its_report_ends
     [start, end] = await run_events(system.dsn, delivery_id)
     assert start["data"]["state"] == "RUNNING" and start["data"]["attempt"] == 1
     assert end["data"]["state"] == "SUCCEEDED" and end["data"]["cause"] == "report"
+    follows = await fetchval(
+        system.dsn,
+        "select f.causation_id = s.event_id and f.correlation_id = s.correlation_id"
+        " from eventstore.events s join eventstore.events f on f.stream = s.stream"
+        " where s.stream = $1 and s.type = 'run.started' and f.type = 'run.finished'",
+        f"delivery-{delivery_id}",
+    )
+    assert follows  # the end follows the start, in the delivery's correlation chain
     assert end["data"]["costs"] == [
         {"unit": "usd", "amount": 0.25},
         {"unit": "tokens", "amount": 5000},

@@ -38,3 +38,10 @@ set state = $2, finished_at = $3, message = $4, costs = $5, logs = $6, log_count
     log_bytes = $8, logs_dropped = $9, log_warnings = $10, report_digest = $11
 where delivery_id = $1
 """
+
+# run.started, which run.finished follows (its correlation chain): by its key, the
+# delivery's partition.
+STARTED = """
+select event_id, correlation_id from eventstore.events
+where delivery_id = $1 and stream = $2 and version = $3
+"""

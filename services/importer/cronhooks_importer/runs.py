@@ -181,14 +181,21 @@ async def finish(
         deadline=iso(row["deadline"]),
         cause="report" if digest is not None else "timeout",
     )
+    stream = delivery_stream(row["delivery_id"])
+    started = await conn.fetchrow(q.STARTED, row["delivery_id"], stream, row["stream_version"])
+    causation = (  # the end follows the start (a run whose events retention took: a chain)
+        Causation(started["correlation_id"], started["event_id"], "importer")
+        if started is not None
+        else Causation.new(actor="importer")
+    )
     try:
         async with conn.transaction():  # a savepoint: a refused append leaves nothing
             await eventstore.append(
                 conn,
-                delivery_stream(row["delivery_id"]),
+                stream,
                 [NewEvent.of(finished)],
                 expected_version=row["stream_version"],
-                causation=Causation.new(actor="importer"),
+                causation=causation,
                 occurred_at=now,
             )
     except eventstore.ConcurrencyError:
