@@ -64,6 +64,7 @@ async def test_rebuilt_read_models_equal_the_live_ones(system: System) -> None:
         system.agent.url_for("changes", _fail),
         includePatterns=["digests/*"],
         maxDepth=2,
+        signatureScheme="ED25519",  # CONTRACT §17: its scheme and public key are rebuilt
     )
     await system.graphql(
         system.admin,
@@ -103,12 +104,15 @@ async def test_rebuilt_read_models_equal_the_live_ones(system: System) -> None:
     async def flaky(_: web.Request, __: Received) -> web.StreamResponse:
         return web.Response(status=next(codes))
 
-    e, _ = await create_webhook(system, system.admin, system.agent.url_for("flaky", flaky))
+    e, _ = await create_webhook(
+        system, system.admin, system.agent.url_for("flaky", flaky), signatureScheme="ED25519"
+    )
     for _ in range(4):  # an alert raised at the third failure, resolved by the success
         await finished(system, system.admin, await trigger(system, system.admin, e))
     await system.graphql(system.admin, f"mutation {{ deleteCronWebhook(id: {a}) {{ id }} }}")
     await system.graphql(
-        system.admin, f"mutation {{ regenerateCronWebhookSecret(id: {b}) {{ secret }} }}"
+        system.admin,  # CONTRACT §17: until when the previous secret is honoured, rebuilt
+        f"mutation {{ regenerateCronWebhookSecret(id: {b}, graceSeconds: 600) {{ secret }} }}",
     )
     await quiet(system.dsn, system.vhost)
 
@@ -117,6 +121,15 @@ async def test_rebuilt_read_models_equal_the_live_ones(system: System) -> None:
     assert sorted(x["id"] for x in live["admin.deliveries"] if x["replay_of"]) == replays
     assert len(replays) == 3
     assert [w["kind"] for w in live["admin.webhooks"]] == ["cron", "cron", "cron", "change", "cron"]
+    signing = [(w["signature_scheme"], w["public_key"] is not None) for w in live["admin.webhooks"]]
+    assert signing == [("HMAC", False)] * 3 + [("ED25519", True)] * 2
+    assert [w["previous_secret_expires_at"] is not None for w in live["admin.webhooks"]] == [
+        False,
+        True,
+        False,
+        False,
+        False,
+    ]
     # c: raised disabled by its 410, open; d: its three change deliveries failed (its agent
     # answers 500), open; e: resolved.
     alerts = sorted(live["admin.alerts"], key=lambda x: x["webhook_id"])

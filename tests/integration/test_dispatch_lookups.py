@@ -59,7 +59,10 @@ async def test_a_burst_is_one_query_and_every_answer_matches_its_key(pool: async
         ),  # a one-shot fire has no webhook
         lookups.load((forged, "delivery-1")),  # not in the store
     )
-    assert [(g.stored.data if g.stored else None, g.handled, g.sealed_secret) for g in got] == [
+    assert [
+        (g.stored.data if g.stored else None, g.handled, g.sealed_secret and g.sealed_secret.secret)
+        for g in got
+    ] == [
         ({"webhook_id": 2, "delivery_id": 1}, False, b"two"),
         ({"webhook_id": 1, "delivery_id": 2}, True, b"one"),
         ({"webhook_id": 99, "delivery_id": 3}, False, None),

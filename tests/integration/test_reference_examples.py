@@ -205,6 +205,17 @@ async def test_the_signature_snippets_verify_real_requests(
         for line in block_after("webhooks.md", "## The request").splitlines()[1:]:
             assert line.split(":")[0].lower() in headers, line
         assert "x-webhook-attempt" in table.lower()
+        # CONTRACT §17: the v1a snippet verifies a real ED25519 delivery with the publicKey.
+        await ed25519_snippet_verifies(r, token, agent, code)
+
+
+async def ed25519_snippet_verifies(r: Running, token: str, agent: Agent, code: Any) -> None:
+    _, got = await delivered(r, token, agent, signatureScheme="ED25519")
+    _, body = await r.graphql(token, "{ cronWebhooks { publicKey } }")
+    [key] = [w["publicKey"] for w in body["data"]["cronWebhooks"] if w["publicKey"]]
+    assert code["v1a_ok"](key, got.headers, got.raw)
+    assert not code["v1a_ok"](key, got.headers, got.raw + b" ")
+    assert not code["v1a_ok"]("whpk_" + "A" * 43 + "=", got.headers, got.raw)
 
 
 async def test_the_change_body_example_has_the_keys_of_a_real_one(

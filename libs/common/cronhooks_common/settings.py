@@ -95,6 +95,9 @@ class Settings:
     timezone: str = "UTC"
     public_url: str = "http://127.0.0.1:8080"
     allow_private_targets: bool = False
+    # Plain http:// to a non-loopback host for webhooks whose deliveries carry a token or
+    # notes (CONTRACT §17): development only.
+    allow_insecure_targets: bool = False
     api_token_ttl_seconds: int = 3600
     api_public_url: str = "http://127.0.0.1:8081"
     # Where admin-api reaches the importer for admin note writes (its agent API);
@@ -185,6 +188,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "timezone": _zone,
     "public_url": _url("http", "https"),
     "allow_private_targets": _bool,
+    "allow_insecure_targets": _bool,
     "api_token_ttl_seconds": _int(30, 86400),
     "api_public_url": _url("http", "https"),
     "importer_url": _url("http", "https"),

@@ -49,6 +49,8 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "jitter_seconds",  # CONTRACT §13; absent before it: 0 (jitter.py)
     "max_deliveries_per_day",  # CONTRACT §13; null or absent: no limit (budget.py)
     "max_cost_per_day",  # CONTRACT §16.4; absent before it: [] (no limit)
+    "run_timeout_seconds",  # CONTRACT §16.2; absent before it: 3600
+    "signature_scheme",  # CONTRACT §17; absent before it: HMAC
 )
 
 # A change webhook's configuration (CONTRACT §11): its filter instead of a schedule.
@@ -69,6 +71,8 @@ CHANGE_CONFIG_FIELDS: tuple[str, ...] = (
     "description",
     "read_patterns",
     "write_patterns",
+    "run_timeout_seconds",  # CONTRACT §16.2; absent before it: 3600
+    "signature_scheme",  # CONTRACT §17; absent before it: HMAC
 )
 
 

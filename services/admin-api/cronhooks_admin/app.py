@@ -47,6 +47,7 @@ class AdminApi:
             secrets=SecretBox(settings.secret_key),
             default_timezone=settings.timezone,
             allow_private=settings.allow_private_targets,
+            allow_insecure=settings.allow_insecure_targets,
         )
         self.projector = Projector(runtime.pool, settings.database_url)
         self.note_writes = NoteWrites(

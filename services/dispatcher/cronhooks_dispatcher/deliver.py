@@ -39,6 +39,7 @@ from cronhooks_common.events import (
 )
 from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.traces import delivery_ref, trace_of, traceparent
+from cronhooks_common.webhook_keys import SealedKeys
 from cronhooks_dispatcher import context_notes, payload, runs, sender
 from cronhooks_dispatcher.admit import admit
 from cronhooks_dispatcher.attempt import Attempt
@@ -73,11 +74,13 @@ IN_FLIGHT = Gauge("cronhooks_dispatcher_in_flight", "HTTP attempts in progress")
 class SigningKeys:
     """The signing keys of each sealed secret, derived once. Opening a secret (Fernet) costs
     as much as signing the request; a herd signs with the same secrets over and over. Keyed
-    by the ciphertext: a rotated secret is a new entry, the old one ages out."""
+    by the sealed values (secret, Ed25519 private key, previous ones and their expiry): a
+    rotated secret is a new entry, the old one ages out. An expired previous secret is
+    dropped at signing time (`keys.at(now)`), so a warm entry never outlives its grace."""
 
     def __init__(self, box: SecretBox, size: int = 20_000) -> None:
-        self.of: Callable[[bytes], SecretKeys] = functools.lru_cache(maxsize=size)(
-            lambda sealed: SecretKeys.of(box.open(sealed))
+        self.of: Callable[[SealedKeys], SecretKeys] = functools.lru_cache(maxsize=size)(
+            lambda sealed: sealed.open(box)
         )
 
 
@@ -155,7 +158,7 @@ def _failed_by_fault(deps: Deps, event: Event, attempt: Attempt, error: Exceptio
 
 
 async def send(
-    deps: Deps, request: RequestFields, sealed: bytes | None, started_at: datetime
+    deps: Deps, request: RequestFields, sealed: SealedKeys | None, started_at: datetime
 ) -> tuple[Attempt, sender.HttpResult]:
     """Step 4, sign and send one attempt: what it sent and got, and the answer."""
     if sealed is None:
@@ -218,7 +221,7 @@ async def _post(
     )
     raw = payload.encode(body)
     headers = signature_headers(
-        keys,
+        keys.at(now),
         delivery_id=str(request.delivery_id),
         timestamp=timestamp,
         body=raw,

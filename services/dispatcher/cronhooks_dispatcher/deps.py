@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from cronhooks_common.clock import Clock
     from cronhooks_common.tokens import ApiTokens
+    from cronhooks_common.webhook_keys import SealedKeys
     from cronhooks_dispatcher.context_notes import ContextNoteLoader
     from cronhooks_dispatcher.deliver import SigningKeys
     from cronhooks_dispatcher.fire import FireCaller
@@ -40,7 +41,9 @@ class Call(NamedTuple):
     deps: Deps
     # Its outcome is recorded already: the inbox holds the event, or its stream moved on.
     handled: bool
-    sealed_secret: bytes | None  # of the stored event's webhook; None: none (or deleted)
+    # of the stored event's webhook (secret, scheme, key pair, previous secret in its grace:
+    # CONTRACT §17); None: none (or deleted)
+    sealed_secret: SealedKeys | None
 
 
 class Fault(NamedTuple):

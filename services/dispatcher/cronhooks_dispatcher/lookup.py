@@ -1,7 +1,8 @@
 """Step 1, look up: what the consumer hands over is only news. Before acting on a message
 the dispatcher asks what the event store holds under its event id (the event store
 decides — CONTRACT §15), whether it was handled before (inbox), and what the sealed secret
-of the stored event's webhook is (none for a one-shot fire); then hands the stored event
+of the stored event's webhook is (with its scheme, key pair and any previous secret still
+in a rotation's grace, CONTRACT §17; none for a one-shot fire); then hands the stored event
 to its handler (`HANDLERS`, app.py), or a poison event to its ending (`ENDINGS`).
 
 A herd arrives as a burst of messages; asking once per message costs a database round
@@ -29,6 +30,7 @@ from cronhooks_common.events import Event
 from cronhooks_common.eventstore import event_from_row
 from cronhooks_common.handlers import Handlers
 from cronhooks_common.trust import as_noticed, as_stored
+from cronhooks_common.webhook_keys import SealedKeys
 from cronhooks_dispatcher import queries
 from cronhooks_dispatcher.deps import Call, Deps, Fault
 
@@ -42,7 +44,23 @@ class Lookup(NamedTuple):
     # Its outcome is recorded: the inbox holds the event id, or its stream has moved past
     # it (another service ended the delivery meanwhile: the scheduler's watchdog).
     handled: bool
-    sealed_secret: bytes | None  # of the stored event's webhook; None: none (or deleted)
+    sealed_secret: SealedKeys | None  # of the stored event's webhook; None: none (or deleted)
+
+
+def sealed_keys(row: asyncpg.Record) -> SealedKeys | None:
+    """The webhook's signing state as stored, or None. A previous secret is handed over
+    with its expiry even after it: the clock that signs decides (`SecretKeys.at`); the
+    scheduler's retention job clears expired ones from the table."""
+    if row["ciphertext"] is None:
+        return None
+    return SealedKeys(
+        row["scheme"],
+        row["ciphertext"],
+        row["private_key"],
+        row["previous_ciphertext"],
+        row["previous_private_key"],
+        row["previous_expires_at"],
+    )
 
 
 Key = tuple[UUID, str]  # (event id, stream) as the message names them
@@ -77,7 +95,7 @@ class DeliveryLookups(DataLoader[Key, Lookup]):
             i: Lookup(
                 None if r["event_id"] is None else event_from_row(r),
                 r["handled"],
-                r["sealed_secret"],
+                sealed_keys(r),
             )
             for i, r in found
         }

@@ -13,7 +13,8 @@ INBOX = "dispatcher.inbox"
 
 # --- look up ---------------------------------------------------------------------------
 
-# The secret is found through the *stored* event's webhook_id, never the message's.
+# The secret (with its scheme, key pair and any previous secret still in its grace,
+# CONTRACT §17) is found through the *stored* event's webhook_id, never the message's.
 # `{events}` and `{inbox}` are the partitions of the messages' bucket. Each key is one
 # index probe into each, whatever the statistics say: asyncpg keeps the generic plan made
 # in a prepared statement's first calls, and a bucket's partitions are empty and
@@ -28,12 +29,15 @@ LOOKUP = """
 select k.i, e.event_id, e.type, e.stream, e.version, e.occurred_at, e.data, e.correlation_id,
        e.causation_id, e.actor, e.schema_version,
        h.handled is not null or m.moved is not null as handled,
-       (select s.ciphertext from shared.webhook_secrets s
-        where s.webhook_id = (e.data->>'webhook_id')::bigint) as sealed_secret
+       s.scheme, s.ciphertext, s.private_key, s.previous_ciphertext, s.previous_private_key,
+       s.previous_expires_at
 from unnest($1::uuid[]) with ordinality as k(event_id, i)
 left join lateral (
     select * from {events} x where x.event_id = k.event_id limit 1
 ) e on true
+left join lateral (
+    select * from shared.webhook_secrets x where x.webhook_id = (e.data->>'webhook_id')::bigint
+) s on true
 left join lateral (
     select true as handled from {inbox} x
     where x.event_id = e.event_id and x.delivery_id = e.delivery_id

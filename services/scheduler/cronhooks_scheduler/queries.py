@@ -164,6 +164,15 @@ select min(deadline) from scheduler.watched
 
 # A session lock: partitions are created and dropped in several transactions.
 TRY_RETENTION_LOCK = "select pg_try_advisory_lock($1)"
+
+# CONTRACT §17: previous secrets (and private keys) whose grace ended before $1. A rotation
+# racing this sets a later expiry, which the condition, checked again on the locked row,
+# leaves alone.
+FORGET_EXPIRED_SECRETS = """
+update shared.webhook_secrets
+set previous_ciphertext = null, previous_private_key = null, previous_expires_at = null
+where previous_expires_at <= $1
+"""
 RETENTION_UNLOCK = "select pg_advisory_unlock($1)"
 
 # Creating, sealing and dropping partitions lock every bucketed table: rather give up and

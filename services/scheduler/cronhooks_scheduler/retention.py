@@ -20,7 +20,13 @@ run by the scheduler under an advisory lock (one replica at a time), each step:
 - **drops** a bucket whose last event is older than `CRONHOOKS_DELIVERY_RETENTION_DAYS`,
   unless a delivery in it has not finished (it is not sealed) or a registered tail reader
   (`eventstore.bucket_readers`) has not read past its last event: then the bucket is held
-  and the log says why (`retention_bucket_held`).
+  and the log says why (`retention_bucket_held`);
+- **forgets expired previous secrets** (CONTRACT §17): a rotation with `graceSeconds` keeps
+  the previous secret and private key sealed in `shared.webhook_secrets` until
+  `previous_expires_at`; after it they are cleared here. Not for correctness — the
+  dispatcher compares the expiry with its clock at each signature and never signs with
+  an expired one, even from a warm cache — but so that no old secret outlives its grace
+  at rest by more than a step (and the next rotation replaces it anyway).
 
 Ages come from the events' `occurred_at` (the writers' clock) and the job's clock, so
 tests move time with a ManualClock.
@@ -119,6 +125,7 @@ class RetentionJob:
                 async with conn.transaction():
                     await conn.execute(queries.SHORT_LOCK_WAIT)
                     await day_partitions.keep_days(conn, now, self._retention_days)
+                await conn.execute(queries.FORGET_EXPIRED_SECRETS, now)
                 if self._retention:  # the budget's counts (a day of slack for every zone)
                     await budget.forget_before(conn, (now - self._retention - SPAN).date())
                 return dropped

@@ -15,15 +15,23 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from cronhooks_common.buckets import partition
-from cronhooks_common.events import DeliveryFailed, DeliverySkipped, DeliverySucceeded
+from cronhooks_common.events import (
+    DeliveryFailed,
+    DeliverySkipped,
+    DeliverySucceeded,
+    RunFinished,
+)
 from cronhooks_scheduler import bucket_ddl, queries
 
 SPAN = timedelta(days=1)  # a bucket's time of filling
 MIN_WIDTH = 100_000  # ids in a bucket, at least (a herd of 10,000 between two steps fits)
 HEADROOM = 1.5  # a spare holds this many times the ids the open bucket used per SPAN
 JUMP_MARGIN = 100  # the sequence is moved only when this far below the next bucket
-# The final outcomes of a delivery: after one, nothing is appended to its stream.
-FINAL = tuple(cls.TYPE for cls in (DeliverySucceeded, DeliveryFailed, DeliverySkipped))
+# The final outcomes of a delivery: after one, nothing is appended to its stream. A 202
+# that started a run (CONTRACT §16.2) is followed by run.started, then run.finished: a
+# delivery whose stream ends in run.started is still running and holds its bucket (the
+# run's report, or its deadline, appends to the stream).
+FINAL = tuple(cls.TYPE for cls in (DeliverySucceeded, DeliveryFailed, DeliverySkipped, RunFinished))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,11 @@ from typing import ClassVar, Literal, TypedDict
 
 import msgspec
 
-from cronhooks_common.events.base import UNSET, Kind, Payload, UnsetType
+from cronhooks_common.events.base import UNSET, Kind, Payload, Timestamp, UnsetType
 
 ConcurrencyPolicy = Literal["ALLOW", "FORBID", "DELAY"]
 CatchUpPolicy = Literal["LATEST_ONCE", "SKIP", "ALL"]
+SignatureScheme = Literal["HMAC", "ED25519"]
 
 
 class CostAmount(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,6 +52,9 @@ class WebhookConfig(msgspec.Struct, frozen=True, kw_only=True):
     # §16.2, both kinds: how long a run (a 202 to a delivery with a token) may go without
     # a report; absent from configurations written before it: 3600
     run_timeout_seconds: int | UnsetType = UNSET
+    # §17, both kinds: how webhook-signature is made (v1 HMAC or v1a Ed25519); absent from
+    # configurations written before it: HMAC
+    signature_scheme: SignatureScheme | UnsetType = UNSET
     # kind cron
     cron_schedule: str | UnsetType = UNSET
     timezone: str | UnsetType = UNSET
@@ -88,6 +92,7 @@ class ConfigData(TypedDict, total=False):
     read_patterns: list[str]
     write_patterns: list[str]
     run_timeout_seconds: int
+    signature_scheme: SignatureScheme
     cron_schedule: str
     timezone: str
     concurrency_policy: ConcurrencyPolicy
@@ -152,7 +157,12 @@ class WebhookDeleted(WebhookRef, frozen=True, kw_only=True):
 
 
 class WebhookSecretRotated(WebhookRef, frozen=True, kw_only=True):
+    """A new secret (and key pair, CONTRACT §17). Never the secret or a key: only how long
+    the previous one is still honoured (absent in events written before it: no grace)."""
+
     TYPE: ClassVar[str] = "webhook.secret_rotated"
+    grace_seconds: int | UnsetType = UNSET  # 0: the previous secret stops at once
+    previous_expires_at: Timestamp | UnsetType | None = UNSET  # null: none honoured
 
 
 class WebhookDisabled(WebhookRef, frozen=True, kw_only=True):

@@ -33,6 +33,7 @@ class Commands:
     secrets: SecretBox
     default_timezone: str
     allow_private: bool = False
+    allow_insecure: bool = False
     webhooks: WebhookCommands = field(init=False)
     deliveries: DeliveryCommands = field(init=False)
     agents: Agents = field(init=False)
@@ -41,7 +42,12 @@ class Commands:
 
     def __post_init__(self) -> None:
         self.webhooks = WebhookCommands(
-            self.pool, self.clock, self.secrets, self.default_timezone, self.allow_private
+            self.pool,
+            self.clock,
+            self.secrets,
+            self.default_timezone,
+            self.allow_private,
+            self.allow_insecure,
         )
         self.deliveries = DeliveryCommands(self.pool, self.clock)
         self.agents = Agents(self.pool, self.clock, self.allow_private)

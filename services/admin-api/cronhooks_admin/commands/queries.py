@@ -10,12 +10,51 @@ NEXT_DELIVERY_IDS = "select nextval('eventstore.delivery_ids') as id from genera
 
 # --- webhooks ---------------------------------------------------------------------------
 
-INSERT_SECRET = "insert into shared.webhook_secrets (webhook_id, ciphertext) values ($1, $2)"
+# CONTRACT §3, §17: the sealed secret, the scheme and the key pair (the private key sealed;
+# none for an HMAC webhook created so). $1 id, $2 sealed secret, $3 scheme, $4 sealed
+# private key, $5 public key.
+INSERT_SECRET = """
+insert into shared.webhook_secrets (webhook_id, ciphertext, scheme, private_key, public_key)
+values ($1, $2, $3, $4, $5)
+"""
 
+# A secret the admin gave (updateXWebhook's `secret`): it replaces the secret at once, with
+# no grace (any previous one honoured stops); the key pair stays.
 STORE_SECRET = """
 insert into shared.webhook_secrets (webhook_id, ciphertext) values ($1, $2)
 on conflict (webhook_id) do update
-    set ciphertext = excluded.ciphertext, updated_at = now()
+    set ciphertext = excluded.ciphertext, previous_ciphertext = null,
+        previous_private_key = null, previous_expires_at = null, updated_at = now()
+"""
+
+# Regenerate (CONTRACT §17): a new secret ($2) and a new key pair ($3 sealed private, $4
+# public) if the webhook has one or signs with Ed25519; with a grace ($5: when it ends, null:
+# none) the current secret and private key become the previous ones, replacing any earlier
+# previous pair. The right-hand sides read the row as it was before this update.
+ROTATE_SECRET = """
+update shared.webhook_secrets set
+    previous_ciphertext = case when $5::timestamptz is null then null else ciphertext end,
+    previous_private_key = case when $5::timestamptz is null then null else private_key end,
+    previous_expires_at = $5,
+    ciphertext = $2,
+    private_key = case when private_key is not null or scheme = 'ED25519' then $3::bytea end,
+    public_key = case when private_key is not null or scheme = 'ED25519' then $4::text end,
+    updated_at = now()
+where webhook_id = $1
+"""
+
+# A scheme switch ($2); switching to ED25519 creates a key pair ($3 sealed private, $4
+# public) when the webhook has none. Switching back to HMAC keeps the pair (publicKey is
+# null while HMAC; switching again signs with the same key).
+SET_SCHEME = """
+update shared.webhook_secrets set
+    scheme = $2::text,
+    private_key = case when $2::text = 'ED25519' and private_key is null then $3::bytea
+                       else private_key end,
+    public_key = case when $2::text = 'ED25519' and private_key is null then $4::text
+                      else public_key end,
+    updated_at = now()
+where webhook_id = $1
 """
 
 SECRET = "select ciphertext from shared.webhook_secrets where webhook_id = $1"
@@ -45,10 +84,14 @@ where cron_webhook_id = $1 and status <> 'skipped'
 REPLAY_TURN = "select pg_advisory_xact_lock(hashtextextended('replay ' || $1::bigint::text, 0))"
 
 # The webhook's failed deliveries created in [$2, $3) that are not replays and were not
-# replayed yet, oldest first; at most $4.
+# replayed yet, oldest first; at most $4. A delivery whose run ended FAILED or TIMED_OUT
+# is failed too (CONTRACT §16.2; the delivery itself succeeded: its answer was a 202).
 FAILED_DELIVERIES = """
 select d.id from admin.deliveries d
-where d.cron_webhook_id = $1 and d.status = 'failed' and d.replay_of is null
+where d.cron_webhook_id = $1 and d.replay_of is null
+  and (d.status = 'failed' or exists (
+      select 1 from shared.runs x
+      where x.delivery_id = d.id and x.state in ('FAILED', 'TIMED_OUT')))
   and d.created_at >= $2 and ($3::timestamptz is null or d.created_at < $3)
   and not exists (select 1 from admin.deliveries r where r.replay_of = d.id)
 order by d.created_at, d.id

@@ -1,5 +1,7 @@
 """replayDeliveries (CONTRACT §12, Svix's "recover failed since"): one new MANUAL delivery
 for each failed delivery of a webhook whose createdAt is in [since, until), oldest first.
+A delivery whose run (§16.2) ended FAILED or TIMED_OUT counts as failed; one whose run
+succeeded or still runs does not.
 
 A replay is what triggerCronWebhook requests (attempt 1, trigger manual, the webhook's
 *current* target: the admin has usually just fixed the URL), plus `replay_of`. A change

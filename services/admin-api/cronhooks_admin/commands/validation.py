@@ -15,13 +15,14 @@ from urllib.parse import urlsplit
 from cronhooks_admin.commands.cost_limits import check_cost_limits
 from cronhooks_admin.errors import InputError
 from cronhooks_common.cron import CronError, CronSchedule, parse_zone
-from cronhooks_common.events import CHANGE, CRON, ConfigData
+from cronhooks_common.events import CHANGE, CRON, MAX_RUN_SECONDS, ConfigData
 from cronhooks_common.events.webhook import CatchUpPolicy, ConcurrencyPolicy
 from cronhooks_common.globs import pattern_problem
 from cronhooks_common.jitter import MAX_JITTER_SECONDS
 from cronhooks_common.paths import path_problem
 from cronhooks_common.signing import secret_problem
 from cronhooks_common.targets import literal_problem
+from cronhooks_common.webhook_keys import MAX_GRACE_SECONDS, SCHEMES
 from cronhooks_common.webhooks import config_fields
 
 MAX_URL = 2048
@@ -106,6 +107,10 @@ MAX_DELIVERIES_PER_DAY = 1_000_000
 # Fields whose explicit null means something (no limit) rather than "not given".
 NULLABLE_FIELDS = frozenset({"max_deliveries_per_day"})
 
+# runTimeoutSeconds (CONTRACT §16.2): a minute at least, a day at most (heartbeats never
+# keep a run past a day either).
+MIN_RUN_TIMEOUT = 60
+
 
 def check_patterns(field: str, patterns: list[str]) -> list[str]:
     """Read/write patterns, checked like paths (the same rule everywhere: globs.py)."""
@@ -146,12 +151,14 @@ class WebhookInput(TypedDict, total=False):
     jitter_seconds: int | None
     max_deliveries_per_day: int | None  # null: no limit
     max_cost_per_day: list[dict[str, Any]] | None  # [{unit, amount}]; []: no limit
+    run_timeout_seconds: int | None  # both kinds (CONTRACT §16.2)
     include_patterns: list[str] | None
     exclude_patterns: list[str] | None
     on_create: bool | None
     on_update: bool | None
     on_remove: bool | None
     include_content: bool | None
+    signature_scheme: str | None  # CONTRACT §17: HMAC | ED25519
 
 
 def check_schedule(config: ConfigData) -> None:
@@ -213,6 +220,11 @@ def normalize(fields: WebhookInput, *, allow_private: bool = True, kind: str = C
             value = _int_range(name, value, 1, MAX_DELIVERIES_PER_DAY)
         elif key == "max_cost_per_day":
             value = check_cost_limits(value)
+        elif key == "run_timeout_seconds":
+            value = _int_range(name, value, MIN_RUN_TIMEOUT, MAX_RUN_SECONDS)
+        elif key == "signature_scheme":
+            if value not in SCHEMES:
+                raise InputError(name, f"must be one of {', '.join(SCHEMES)}")
         elif key == "instruction":
             value = _text(name, value, MAX_INSTRUCTION)
         elif key == "description":
@@ -245,6 +257,13 @@ def check_trigger_paths(paths: list[str]) -> list[str]:
         if problem is not None:
             raise InputError("paths", f"{path!r} {problem}")
     return sorted(set(paths))
+
+
+def check_grace_seconds(grace: int | None) -> int:
+    """regenerate…Secret's `graceSeconds` (CONTRACT §17): 0 to 7 days."""
+    if grace is None or not 0 <= grace <= MAX_GRACE_SECONDS:
+        raise InputError("graceSeconds", f"must be from 0 to {MAX_GRACE_SECONDS}")
+    return grace
 
 
 def check_idempotency_key(key: str | None) -> str | None:

@@ -13,6 +13,7 @@ cron_webhook = ObjectType("CronWebhook")
 change_webhook = ObjectType("ChangeWebhook")
 cron_webhook_delivery = ObjectType("CronWebhookDelivery")
 delivery_attempt = ObjectType("DeliveryAttempt")
+run = ObjectType("Run")  # CONTRACT §16.2
 delivery_trigger = EnumType(
     "DeliveryTrigger",
     {"SCHEDULE": "schedule", "MANUAL": "manual", "RETRY": "retry", "CHANGE": "change"},
@@ -31,6 +32,7 @@ BINDABLES = (
     change_webhook,
     cron_webhook_delivery,
     delivery_attempt,
+    run,
     delivery_trigger,
     push_notes_result,
     commit_notes_result,

@@ -16,6 +16,7 @@ from cronhooks_admin.graphql.loaders import (
     DailyStatsLoader,
     DeliveryCostsLoader,
     FailuresLoader,
+    RunsLoader,
     StatsLoader,
 )
 from cronhooks_admin.graphql.note_reads import NoteReads
@@ -38,6 +39,7 @@ class Context:
     clock: Clock
     attempts: AttemptsLoader = field(init=False)
     delivery_costs: DeliveryCostsLoader = field(init=False)
+    runs: RunsLoader = field(init=False)
     failures: FailuresLoader = field(init=False)
     stats: StatsLoader = field(init=False)
     daily_stats: DailyStatsLoader = field(init=False)
@@ -50,6 +52,7 @@ class Context:
         self.note_reads = NoteReads(self.pool)
         self.attempts = AttemptsLoader(self.pool)
         self.delivery_costs = DeliveryCostsLoader(self.pool)
+        self.runs = RunsLoader(self.pool)
         self.failures = FailuresLoader(self.pool)
         self.stats = StatsLoader(self.pool, self.clock)
         self.daily_stats = DailyStatsLoader(self.pool, self.clock)

@@ -31,8 +31,8 @@ class AttemptsLoader(DataLoader[int, list[GraphQLObject]]):
 
 
 class DeliveryCostsLoader(DataLoader[int, list[GraphQLObject]]):
-    """The costs of many deliveries: their attempts' costs summed per unit, units sorted.
-    (§16.2's runs will add their run's costs to the same sums: join them here.)"""
+    """The costs of many deliveries: their attempts' and their run's (CONTRACT §16.1,
+    §16.2) summed per unit, units sorted."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         super().__init__()
@@ -41,8 +41,23 @@ class DeliveryCostsLoader(DataLoader[int, list[GraphQLObject]]):
     async def batch_load_fn(self, keys: list[int]) -> list[list[GraphQLObject]]:
         summed: dict[int, list[GraphQLObject]] = {k: [] for k in keys}
         for row in await self._pool.fetch(sql.DELIVERY_COSTS, keys):
-            summed[row["delivery_id"]].append({"unit": row["unit"], "amount": row["amount"]})
+            # 12 significant digits, as costTotals: an attempt's 0.1 and a run's 0.2 are 0.3
+            amount = float(f"{row['amount']:.12g}")
+            summed[row["delivery_id"]].append({"unit": row["unit"], "amount": amount})
         return [summed[k] for k in keys]
+
+
+class RunsLoader(DataLoader[int, GraphQLObject | None]):
+    """The runs of many deliveries (CONTRACT §16.2), from shared.runs; None for a delivery
+    that started none."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__()
+        self._pool = pool
+
+    async def batch_load_fn(self, keys: list[int]) -> list[GraphQLObject | None]:
+        found = {r["delivery_id"]: dict(r) for r in await self._pool.fetch(sql.RUNS, keys)}
+        return [found.get(k) for k in keys]
 
 
 class FailuresLoader(DataLoader[int, int]):

@@ -105,12 +105,26 @@ from admin.delivery_attempts a left join admin.attempt_logs l
 where a.delivery_id = any($1::bigint[]) order by a.delivery_id, a.attempt
 """
 
-# What the attempts of many deliveries reported they cost, summed per unit (§16.1).
+# What the attempts (§16.1) and the run (§16.2) of many deliveries reported they cost,
+# summed per unit.
 DELIVERY_COSTS = """
-select a.delivery_id, c->>'unit' as unit, sum((c->>'amount')::float8) as amount
-from admin.delivery_attempts a, jsonb_array_elements(a.costs) c
-where a.delivery_id = any($1::bigint[]) and a.costs <> '[]'
-group by a.delivery_id, c->>'unit' order by a.delivery_id, unit
+with reported as (
+    select a.delivery_id, a.costs from admin.delivery_attempts a
+    where a.delivery_id = any($1::bigint[]) and a.costs <> '[]'
+    union all
+    select r.delivery_id, r.costs from shared.runs r
+    where r.delivery_id = any($1::bigint[]) and r.costs <> '[]'
+)
+select p.delivery_id, c->>'unit' as unit, sum((c->>'amount')::float8) as amount
+from reported p, jsonb_array_elements(p.costs) c
+group by p.delivery_id, c->>'unit' order by p.delivery_id, unit
+"""
+
+# The runs of many deliveries (CONTRACT §16.2): their live state, as the dispatcher and
+# the importer keep it.
+RUNS = """
+select delivery_id, state, started_at, deadline, finished_at, message, costs, logs
+from shared.runs where delivery_id = any($1::bigint[])
 """
 
 # --- notes ------------------------------------------------------------------------------

@@ -25,8 +25,12 @@ def resolve_delivery_attempt_costs(attempt: GraphQLObject, *_: Any) -> list[Grap
 @delivery_attempt.field("agentLogs")
 def resolve_delivery_attempt_agent_logs(attempt: GraphQLObject, *_: Any) -> list[GraphQLObject]:
     """[] once retention dropped the attempt's log (the left join finds no row)."""
-    entries: list[GraphQLObject] = attempt.get("agent_logs") or []
-    # ts is kept as UTC ISO 8601 text; the DateTime scalar writes a datetime
+    return agent_logs(attempt.get("agent_logs") or [])
+
+
+def agent_logs(entries: list[GraphQLObject]) -> list[GraphQLObject]:
+    """Stored log entries (an attempt's, a run's) as AgentLog: ts is kept as UTC ISO 8601
+    text, and the DateTime scalar writes a datetime."""
     return [{**e, "ts": datetime.fromisoformat(e["ts"]) if e.get("ts") else None} for e in entries]
 
 

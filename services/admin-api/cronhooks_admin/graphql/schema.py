@@ -1,6 +1,6 @@
 """Schema-first GraphQL: the SDL in graphql/*.graphql, one bindable per type
-(bindables.py), the resolvers by area — webhooks, deliveries, stats, costs, notes,
-agents, api_keys, alerts — each attached to its type's bindable where it is defined."""
+(bindables.py), the resolvers by area — webhooks, deliveries, stats, costs, runs,
+notes, agents, api_keys, alerts — each attached to its type's bindable where it is defined."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from cronhooks_admin.graphql import (  # noqa: F401
     deliveries,
     notes,
     reports,
+    runs,
     stats,
     webhooks,
 )

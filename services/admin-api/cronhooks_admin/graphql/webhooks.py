@@ -1,6 +1,6 @@
 """Cron and change webhooks (CONTRACT §10, §11): their queries, their mutations (the
-command side's webhooks.py) and CronWebhook.nextRuns. A deleted webhook is unknown: null
-in a query, NOT_FOUND in a mutation."""
+command side's webhooks.py), CronWebhook.nextRuns and scheduleDescription (§17). A deleted
+webhook is unknown: null in a query, NOT_FOUND in a mutation."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from graphql import GraphQLResolveInfo
 
 from cronhooks_admin.commands.validation import WebhookInput
 from cronhooks_admin.graphql import queries as sql
-from cronhooks_admin.graphql.bindables import cron_webhook, mutation, query
+from cronhooks_admin.graphql.bindables import change_webhook, cron_webhook, mutation, query
 from cronhooks_admin.graphql.context import NEXT_RUNS, Context
 from cronhooks_admin.graphql.errors import not_found, run_command
 from cronhooks_admin.graphql.shapes import GraphQLObject
+from cronhooks_admin.schedule_words import describe
 from cronhooks_common.cron import CronError, CronSchedule
 from cronhooks_common.events import CHANGE, CRON
 from cronhooks_common.graphql_support import bad_input
@@ -75,10 +76,35 @@ async def resolve_delete_cron_webhook(_: Any, info: Info, id: int) -> GraphQLObj
 
 
 @mutation.field("regenerateCronWebhookSecret")
-async def resolve_regenerate_cron_webhook_secret(_: Any, info: Info, id: int) -> GraphQLObject:
+async def resolve_regenerate_cron_webhook_secret(
+    _: Any, info: Info, id: int, grace_seconds: int | None = 0
+) -> GraphQLObject:
     ctx = info.context
-    secret = await run_command(lambda: ctx.commands.webhooks.regenerate_secret(id, ctx.admin))
+    secret = await run_command(
+        lambda: ctx.commands.webhooks.regenerate_secret(id, ctx.admin, CRON, grace_seconds)
+    )
     return {"cron_webhook": await live_webhook_row(ctx, id, CRON), "secret": secret}
+
+
+# --- signatures (CONTRACT §17), both kinds ------------------------------------------------
+
+
+@cron_webhook.field("publicKey")
+@change_webhook.field("publicKey")
+def resolve_webhook_public_key(webhook: GraphQLObject, _: Info) -> str | None:
+    """The Ed25519 public key while the webhook signs with it (a pair kept from an earlier
+    ED25519 period is not shown)."""
+    return webhook["public_key"] if webhook["signature_scheme"] == "ED25519" else None
+
+
+@cron_webhook.field("previousSecretExpiresAt")
+@change_webhook.field("previousSecretExpiresAt")
+def resolve_webhook_previous_secret_expires_at(
+    webhook: GraphQLObject, info: Info
+) -> datetime | None:
+    """Null once the clock has passed it: no previous secret is honoured any more."""
+    expires: datetime | None = webhook["previous_secret_expires_at"]
+    return expires if expires is not None and expires > info.context.clock.now() else None
 
 
 @cron_webhook.field("nextRuns")
@@ -98,6 +124,13 @@ async def resolve_cron_webhook_next_runs(
     # (QUERY_TOO_COMPLEX past 10,000 values in all) is charged before computing.
     ctx.next_runs.charge(count)
     return schedule.upcoming(ctx.clock.now(), count)
+
+
+@cron_webhook.field("scheduleDescription")
+def resolve_cron_webhook_schedule_description(webhook: GraphQLObject, _: Info) -> str:
+    # Computed from the projection's cron expression, not stored: a pure, memoised function
+    # of it, so a better wording (a newer cron-descriptor) needs no migration or rebuild.
+    return describe(webhook["cron_schedule"])
 
 
 # --- change webhooks (CONTRACT §11) -------------------------------------------------------
@@ -136,9 +169,11 @@ async def resolve_delete_change_webhook(_: Any, info: Info, id: int) -> GraphQLO
 
 
 @mutation.field("regenerateChangeWebhookSecret")
-async def resolve_regenerate_change_webhook_secret(_: Any, info: Info, id: int) -> GraphQLObject:
+async def resolve_regenerate_change_webhook_secret(
+    _: Any, info: Info, id: int, grace_seconds: int | None = 0
+) -> GraphQLObject:
     ctx = info.context
     secret = await run_command(
-        lambda: ctx.commands.webhooks.regenerate_secret(id, ctx.admin, CHANGE)
+        lambda: ctx.commands.webhooks.regenerate_secret(id, ctx.admin, CHANGE, grace_seconds)
     )
     return {"change_webhook": await live_webhook_row(ctx, id, CHANGE), "secret": secret}

@@ -31,6 +31,7 @@ CONFIG_COLUMNS: dict[str, object] = {
     "read_patterns": None,
     "write_patterns": None,
     "run_timeout_seconds": 3600,  # CONTRACT §16.2, both kinds
+    "signature_scheme": "HMAC",  # CONTRACT §17, both kinds
     # kind cron
     "cron_schedule": None,
     "timezone": None,
@@ -94,10 +95,14 @@ update admin.webhooks set stream_version = $2, enabled = false, next_run_at = nu
 where id = $1 and stream_version < $2
 """
 
-TOUCH_WEBHOOK = """
-update admin.webhooks set stream_version = $2, updated_at = $3
-where id = $1 and stream_version < $2
-"""
+# CONTRACT §17: until when a rotation's previous secret is honoured ($4; null: none).
+ROTATE_WEBHOOK = """
+update admin.webhooks set stream_version = $2, updated_at = $3, previous_secret_expires_at = $4
+where id = $1 and stream_version < $2"""
+# Events carry no key: the public key is copied from admin-api's pair (a rebuild too).
+COPY_PUBLIC_KEY = """
+update admin.webhooks w set public_key = s.public_key from shared.webhook_secrets s
+where w.id = $1 and s.webhook_id = $1 and w.public_key is distinct from s.public_key"""
 
 # The scheduler says where a timer went; newer news wins, older is ignored.
 NEXT_RUNS = """

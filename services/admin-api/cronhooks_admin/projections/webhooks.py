@@ -58,6 +58,7 @@ async def on_webhook_created(conn: asyncpg.Connection, event: Event, p: WebhookC
         event.occurred_at if cron else None,  # change webhooks have no next run to order
         *config_values(p.config),
     )
+    await conn.execute(sql.COPY_PUBLIC_KEY, p.webhook_id)
 
 
 async def on_webhook_updated(conn: asyncpg.Connection, event: Event, p: WebhookUpdated) -> None:
@@ -73,6 +74,8 @@ async def on_webhook_updated(conn: asyncpg.Connection, event: Event, p: WebhookU
         "enabled" in changed and p.config.enabled,  # re-enabling resets the failure count
         *config_values(p.config),
     )
+    if "signature_scheme" in changed:  # switching to ED25519 may have made a key pair
+        await conn.execute(sql.COPY_PUBLIC_KEY, p.webhook_id)
 
 
 async def on_webhook_deleted(conn: asyncpg.Connection, event: Event, p: WebhookDeleted) -> None:
@@ -90,4 +93,12 @@ async def on_webhook_disabled(conn: asyncpg.Connection, event: Event, p: Webhook
 async def on_webhook_secret_rotated(
     conn: asyncpg.Connection, event: Event, p: WebhookSecretRotated
 ) -> None:
-    await conn.execute(sql.TOUCH_WEBHOOK, p.webhook_id, event.version, event.occurred_at)
+    expires = None if p.previous_expires_at is UNSET else p.previous_expires_at
+    await conn.execute(
+        sql.ROTATE_WEBHOOK,
+        p.webhook_id,
+        event.version,
+        event.occurred_at,
+        None if expires is None else datetime.fromisoformat(expires),
+    )
+    await conn.execute(sql.COPY_PUBLIC_KEY, p.webhook_id)  # regenerating renews the pair

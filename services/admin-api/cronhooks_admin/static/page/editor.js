@@ -3,6 +3,7 @@
 import { gql, reason } from "./api.js";
 import { $, el, text } from "./dom.js";
 import { API } from "./kinds.js";
+import { when } from "./time.js";
 
 const FIELDS = {
   cron: ["url", "cronSchedule", "timezone", "description", "timeoutSeconds", "maxRetries", "maxDepth",
@@ -18,12 +19,19 @@ FIELDS.cron.push("executionGroup");
 FIELDS.cron.push("attachNotes");
 // CONTRACT §13: jitter and the daily budget (an empty budget is null: no limit, also on edit).
 FIELDS.cron.push("jitterSeconds", "maxDeliveriesPerDay");
+// CONTRACT §16.2: how long a run may go without a report (both kinds).
+FIELDS.cron.push("runTimeoutSeconds"); FIELDS.change.push("runTimeoutSeconds");
 const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds", "jitterSeconds",
-  "maxDeliveriesPerDay"]);
+  "maxDeliveriesPerDay", "runTimeoutSeconds"]);
 const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns", "attachNotes"]);
 // CONTRACT §16.4: daily cost limits, typed as "usd=1.5, tokens=200000" (empty: no limit).
 FIELDS.cron.push("maxCostPerDay");
 const SELECT = { maxCostPerDay: "maxCostPerDay { unit amount }" };
+// CONTRACT §17, both kinds: the signature scheme is edited; the public key (ED25519) and
+// until when a rotation's previous secret still signs are shown, never a secret.
+FIELDS.cron.push("signatureScheme");
+FIELDS.change.push("signatureScheme");
+const SIGNING = "publicKey previousSecretExpiresAt";
 const costsText = (limits) => limits.map(c => `${c.unit}=${c.amount}`).join(", ");
 // A piece without "=" or a number is sent as it is, for the API to name what is wrong.
 const costsInput = (value) => value.split(",").map(s => s.trim()).filter(Boolean).map(piece => {
@@ -49,10 +57,12 @@ export async function openEditor(kind, id) {
   const noun = kind === "change" ? "change webhook" : "webhook";
   $("#editor-title").textContent = id ? `Edit ${noun} ${id}` : `New ${noun}`;
   $("#secret-field").classList.toggle("hidden", Boolean(id));
+  showSigning(null);
   if (id) {
     const api = API[kind];
-    const body = await gql(`query($id: Int!) { ${api.one}(id: $id) { ${FIELDS[kind].filter(f => f !== "secret").map(f => SELECT[f] || f).join(" ")} } }`, { id });
+    const body = await gql(`query($id: Int!) { ${api.one}(id: $id) { ${FIELDS[kind].filter(f => f !== "secret").map(f => SELECT[f] || f).join(" ")} ${SIGNING} } }`, { id });
     const w = body.data[api.one];
+    showSigning(w);
     for (const f of FIELDS[kind]) {
       if (f === "secret" || !(f in w)) continue;
       const input = form.elements[f];
@@ -64,6 +74,18 @@ export async function openEditor(kind, id) {
   $("#editor").classList.remove("hidden");
   $("#editor").scrollIntoView({ block: "nearest" });
   form.url.focus();
+}
+
+function showSigning(w) {
+  const parts = [];
+  if (w && w.publicKey) {
+    parts.push(el("div", {}, "Public key (receivers verify v1a with it): ", el("code", { id: "public-key" }, w.publicKey)));
+  }
+  if (w && w.previousSecretExpiresAt) {
+    parts.push(el("div", { id: "previous-secret" }, `The previous secret also signs until ${when(w.previousSecretExpiresAt)}.`));
+  }
+  $("#signing-info").replaceChildren(...parts);
+  $("#signing-info").classList.toggle("hidden", parts.length === 0);
 }
 
 function formInput() {

@@ -1,10 +1,17 @@
-// A webhook's deliveries and its 7-day chart. Reloaded every 2 s while shown: only the
-// deliveries that changed are drawn again, and the attempts a user opened stay open.
+// A webhook's deliveries and its 7-day charts (deliveries, costs). Reloaded every 2 s while
+// shown: only the deliveries that changed are drawn again, and the attempts a user opened
+// stay open. A delivery opened shows its costs, its chain and its attempts.
 import { gql, reason } from "./api.js";
 import { $, el, patchKeyed, text } from "./dom.js";
 import { when } from "./time.js";
 import { API } from "./kinds.js";
 import { drawChart, clearChart } from "./chart.js";
+import { drawCostChart, clearCostChart } from "./cost_chart.js";
+import { attemptViews, duration } from "./attempts.js";
+import { costsView } from "./agent_report.js";
+import { chainBox, refreshChains } from "./chain.js";
+import { RUN_FIELDS, runView } from "./run.js";
+import { NEXT_RUNS, clearSchedule, showSchedule } from "./schedule.js";
 
 const REFRESH_MS = 2000;
 let current = null;          // { kind, id, zone }
@@ -14,16 +21,21 @@ let timer = null, loading = false;
 function query(kind) {
   const api = API[kind];
   return `query($id: Int!) {
-  webhook: ${api.one}(id: $id) { id url ${kind === "cron" ? "timezone" : ""}
-    dailyStats(days: 7) { day total succeeded failed p95DurationMs } }
-  deliveries: ${api.deliveries} {
+  webhook: ${api.one}(id: $id) { id url ${kind === "cron" ? `timezone cronSchedule scheduleDescription nextRuns(count: ${NEXT_RUNS})` : ""}
+    dailyStats(days: 7) { day total succeeded failed p95DurationMs }
+    costTotals(days: 7) { day unit amount } }
+  deliveries: ${api.deliveries} { ${RUN_FIELDS}
     id status trigger scheduledFor attempt durationMs error createdAt completedAt nextAttemptAt
-    attempts { attempt requestBody requestBodyTruncated responseStatus responseBody errorMessage durationMs startedAt logsExpired } } }`;
+    trace parent costs { unit amount }
+    attempts { attempt requestBody requestBodyTruncated responseStatus responseBody errorMessage durationMs startedAt logsExpired
+      costs { unit amount } agentLogs { ts level msg data } } } }`;
 }
 
-export async function openHistory(kind, id) {
+/** Shows webhook `id`'s history; `focus`: a delivery id to show opened. */
+export async function openHistory(kind, id, focus = null) {
   const same = current && current.kind === kind && current.id === id;
-  if (!same) { opened.clear(); $("#deliveries").querySelectorAll("tbody").forEach(n => n.remove()); clearChart(); }
+  if (!same) { opened.clear(); $("#deliveries").querySelectorAll("tbody").forEach(n => n.remove()); clearChart(); clearCostChart(); clearSchedule($("#schedule")); }
+  if (focus !== null) setOpen(focus, true);
   current = { kind, id, zone: "UTC" };
   $("#history-title").textContent = `Deliveries of webhook ${id}`;
   $("#history-run").dataset.id = id;
@@ -32,6 +44,27 @@ export async function openHistory(kind, id) {
   await loadHistory();
   clearInterval(timer);
   timer = setInterval(loadHistory, REFRESH_MS);
+}
+
+/** Opens delivery `deliveryId` of webhook `webhookId` (a `kind` webhook) in its history,
+ * and scrolls to it: how a chain's links go to another delivery. */
+export async function openDelivery(kind, webhookId, deliveryId) {
+  await openHistory(kind, webhookId, deliveryId);
+  const css = `#deliveries tr.delivery[data-id="${deliveryId}"]`;
+  // A load already under way for the webhook shown before is dropped: wait for ours.
+  for (let i = 0; i < 20 && !$(css); i++) { await new Promise(r => setTimeout(r, 150)); await loadHistory(); }
+  const row = $(css);
+  $("#history-note").textContent = row ? "" : `Delivery ${deliveryId} is older than the deliveries listed here.`;
+  if (row) row.scrollIntoView({ block: "start" });
+}
+
+function setOpen(id, open) {
+  if (open) opened.add(id); else opened.delete(id);
+  const body = $(`#deliveries tbody[data-id="${id}"]`);
+  if (!body) return;
+  body.querySelector("tr.delivery").classList.toggle("open", open);
+  body.querySelector("tr.attempt-details").classList.toggle("hidden", !open);
+  if (open && current) refreshChains($("#deliveries"), current.zone, openDelivery);
 }
 
 /** The webhook whose history is shown ({kind, id, zone}), or null. */
@@ -69,20 +102,18 @@ export async function loadHistory() {
   asked.zone = hook.timezone || "UTC";
   $("#history-title").textContent = `Deliveries of webhook ${hook.id}`;
   $("#history-zone").textContent = `${hook.url} · times in ${asked.zone}`;
+  showSchedule($("#schedule"), hook);
   drawChart($("#chart"), hook.dailyStats, asked.zone, $("#chart-summary"));
+  drawCostChart($("#cost-chart"), hook.costTotals, hook.dailyStats.map(d => d.day), asked.zone, $("#cost-chart-summary"));
   const deliveries = body.data.deliveries;
   patchKeyed($("#deliveries"), deliveries, {
     key: d => d.id,
     signature: d => JSON.stringify([d, asked.zone]),
-    render: d => renderDelivery(d, asked.zone),
+    render: d => renderDelivery(d, asked.kind, asked.zone),
     selector: ":scope > tbody[data-key]",
   });
   $("#deliveries-empty").classList.toggle("hidden", deliveries.length > 0);
-}
-
-function duration(ms) {
-  if (ms === null || ms === undefined) return "—";
-  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
+  await refreshChains($("#deliveries"), asked.zone, openDelivery);
 }
 
 function stamp(iso, zone) {
@@ -96,16 +127,12 @@ function attemptsCell(d) {
   return el("span", {}, String(n), n > 1 ? el("span", { class: "muted" }, ` (${n - 1} ${n === 2 ? "retry" : "retries"})`) : null);
 }
 
-function renderDelivery(d, zone) {
+function renderDelivery(d, kind, zone) {
   const details = el("tr", { class: "attempt-details" + (opened.has(d.id) ? "" : " hidden") },
-    el("td", { colspan: 8 }, ...attemptViews(d, zone)));
+    el("td", { colspan: 8 }, costsView(d.costs, "Costs of this delivery:"), chainBox(d, kind, zone, openDelivery), ...attemptViews(d, zone), runView(d, zone)));
   const summary = el("tr", {
     class: "delivery", "data-id": d.id, "data-status": d.status, title: "Show the attempts",
-    onclick: () => {
-      if (opened.has(d.id)) opened.delete(d.id); else opened.add(d.id);
-      details.classList.toggle("hidden", !opened.has(d.id));
-      summary.classList.toggle("open", opened.has(d.id));
-    },
+    onclick: () => setOpen(d.id, !opened.has(d.id)),
   },
     el("td", { class: "muted" }, d.id),
     el("td", { class: "time" }, ...stamp(d.createdAt, zone)),
@@ -119,40 +146,3 @@ function renderDelivery(d, zone) {
   return el("tbody", { "data-id": d.id }, summary, details);
 }
 
-function pretty(body) {
-  try { return JSON.stringify(JSON.parse(body), null, 2); } catch { return body; }
-}
-
-function attemptViews(d, zone) {
-  if (!d.attempts.length) {
-    const why = d.status === "skipped" ? text(d.error) : "No attempt has finished yet.";
-    return [el("div", { class: "muted attempt-none" }, why)];
-  }
-  // A scheduled retry says when (CONTRACT §15: nextAttemptAt).
-  const next = d.nextAttemptAt
-    ? [el("div", { class: "muted next-attempt" }, `Next attempt at ${when(d.nextAttemptAt, zone)}`)] : [];
-  return next.concat(d.attempts.map(a => {
-    const head = el("div", { class: "attempt-head" },
-      el("strong", {}, `Attempt ${a.attempt}`),
-      a.attempt > 1 ? el("span", { class: "badge" }, "retry") : null,
-      el("span", { class: "muted" }, when(a.startedAt, zone)),
-      el("span", { class: "muted" }, duration(a.durationMs)),
-      a.responseStatus !== null ? el("span", { class: "badge " + (a.responseStatus < 300 ? "status-success" : "status-failed") }, `HTTP ${a.responseStatus}`)
-        : el("span", { class: "badge status-failed" }, "no response"));
-    if (a.logsExpired) {
-      return el("div", { class: "attempt" }, head,
-        el("div", { class: "logs-expired" }, "logs expired — retention dropped this attempt's request and response bodies"),
-        a.errorMessage ? el("div", { class: "status-failed" }, a.errorMessage) : null);
-    }
-    let response;
-    if (a.responseBody) response = el("pre", { class: "response" }, pretty(a.responseBody));
-    else if (a.errorMessage) response = el("div", { class: "no-response" }, el("strong", {}, "No response: "), a.errorMessage);
-    else response = el("div", { class: "muted" }, "(empty body)");
-    return el("div", { class: "attempt" }, head,
-      a.errorMessage && a.responseBody ? el("div", { class: "status-failed" }, a.errorMessage) : null,
-      el("div", { class: "bodies" },
-        el("div", {}, el("div", { class: "muted small" }, a.requestBodyTruncated ? "Request (its first 64 KiB)" : "Request"),
-          el("pre", { class: "request" }, a.requestBodyTruncated ? a.requestBody : pretty(a.requestBody))),
-        el("div", {}, el("div", { class: "muted small" }, "Response"), response)));
-  }));
-}

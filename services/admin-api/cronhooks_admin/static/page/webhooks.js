@@ -9,11 +9,14 @@ import { openHistory, runNow } from "./history.js";
 
 const COMMON = `id url description enabled lastDeliveryStatus lastDeliveryAt disabledReason
   stats { last7d { total successRate } }`;
-const LIST = `{ cronWebhooks { ${COMMON} cronSchedule timezone nextRunAt }
+const LIST = `{ cronWebhooks { ${COMMON} cronSchedule scheduleDescription timezone nextRunAt }
   changeWebhooks { ${COMMON} includePatterns excludePatterns maxDepth } }`;
 
 function fires(w) {
-  if (w.kind === "cron") return [el("code", {}, w.cronSchedule), el("div", { class: "muted small" }, w.timezone)];
+  if (w.kind === "cron") {
+    return [el("div", { class: "schedule-words" }, w.scheduleDescription),
+      el("code", {}, w.cronSchedule), el("div", { class: "muted small" }, w.timezone)];
+  }
   const except = w.excludePatterns.length ? " except " + w.excludePatterns.join(", ") : "";
   return ["on change of " + w.includePatterns.join(", ") + except,
     el("div", { class: "muted small" }, "edits below depth " + w.maxDepth)];
