@@ -39,7 +39,19 @@ def _at(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+async def shown_failures(system: System, hook_id: int) -> int:
+    """consecutiveFailures as GraphQL shows it."""
+    _, body = await system.graphql(
+        system.admin,
+        "query($id: Int!) { cronWebhook(id: $id) { consecutiveFailures } }",
+        {"id": hook_id},
+    )
+    assert "errors" not in body, body
+    return int(body["data"]["cronWebhook"]["consecutiveFailures"])
+
+
 async def failures(system: System, hook_id: int) -> int:
+    """The dispatcher's count (auto-disable, alerts)."""
     return int(
         await fetchval(
             system.dsn,
@@ -121,9 +133,11 @@ async def test_an_error_report_fails_the_run_and_counts_as_a_failed_delivery(
 ) -> None:
     hook_id, _, token = await start_run(system, runner)
     assert await failures(system, hook_id) == 0  # a running run is not counted yet
+    assert await shown_failures(system, hook_id) == 0  # (its 202 was a success, not a failure)
     status, body = await report(system, token, {"status": "error", "message": "no data"})
     assert status == 200 and body["run"]["state"] == "FAILED", body
     await eventually(lambda: _failures_are(system, hook_id, 1))
+    assert await shown_failures(system, hook_id) == 1
 
     async def raised() -> list[Any]:
         rows = await _alerts(system.dsn)
@@ -136,6 +150,7 @@ async def test_an_error_report_fails_the_run_and_counts_as_a_failed_delivery(
     _, token = await run_of(system, runner, hook_id)
     assert (await report(system, token, {"status": "ok"}))[0] == 200
     await eventually(lambda: _failures_are(system, hook_id, 0))
+    assert await shown_failures(system, hook_id) == 0
 
     async def resolved() -> bool:
         return any(r["type"] == "alert.resolved" for r in await _alerts(system.dsn))
@@ -208,6 +223,7 @@ async def test_a_run_without_a_report_times_out_at_its_deadline(
     [_, end] = await run_events(system.dsn, delivery_id)
     assert end["data"]["cause"] == "timeout" and end["data"]["state"] == "TIMED_OUT"
     await eventually(lambda: _failures_are(system, hook_id, 1))
+    assert await shown_failures(system, hook_id) == 1
     assert (await report(system, token, {"status": "ok"}))[0] == 401  # expired, finished
     assert len(await run_events(system.dsn, delivery_id)) == 2
 
