@@ -12,9 +12,10 @@ from typing import Any
 
 import asyncpg
 import pytest
+from aiohttp import web
 
 from tests.support import token_api
-from tests.support.agent import Agent
+from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, events_of, fetchval, finished, trigger
 from tests.support.inprocess import eventually
 from tests.support.runs import (
@@ -292,3 +293,30 @@ async def test_reports_racing_the_timeout_sweep_end_each_run_once(
         assert row is not None
         assert row["state"] == ("TIMED_OUT" if code == 409 else "SUCCEEDED")
         assert len(await run_events(system.dsn, delivery_id)) == 2  # started, one end
+
+
+async def test_a_report_sent_before_the_202_is_recorded_waits_for_its_run(
+    system: System, agent: Agent
+) -> None:
+    sent: list[asyncio.Task[tuple[int, Any]]] = []
+
+    async def eager(_: web.Request, got: Received) -> web.StreamResponse:
+        # the agent reports at once, before it answers: the dispatcher has not recorded
+        # the 202 (nor the run) when the report comes
+        token = got.body["api_token"]
+        sent.append(asyncio.create_task(report(system, token, {"status": "ok"})))
+        await asyncio.sleep(0.2)
+        return web.json_response({"status": "accepted"}, status=202)
+
+    hook_id, _ = await create_webhook(
+        system, system.admin, agent.url_for("eager", eager), passApiKey=True
+    )
+    delivery_id = await trigger(system, system.admin, hook_id)
+    await eventually(lambda: _sent(sent))
+    status, body = await sent[0]
+    assert status == 200 and body["run"]["state"] == "SUCCEEDED", body
+    assert (await run_row(system.dsn, delivery_id) or {})["state"] == "SUCCEEDED"
+
+
+async def _sent(tasks: list[Any]) -> bool:
+    return bool(tasks)

@@ -11,8 +11,14 @@ logs_dropped, log_warnings, report_digest"""
 # One run, locked: its report, a heartbeat and the sweep take turns.
 LOCK_RUN = f"select {_COLUMNS} from shared.runs where delivery_id = $1 for update"
 
-# Whether the delivery has a run (a report may come before the dispatcher's commit).
-HAS_RUN = "select true from shared.runs where delivery_id = $1"
+# Whether the delivery has a run (a report may come before the dispatcher's commit), and
+# whether an attempt of it is in flight (its stream's last event a request or a release:
+# the 202 it answered may not be recorded yet).
+HAS_RUN = """
+select exists (select 1 from shared.runs where delivery_id = $1) as has_run,
+       (select type in ('delivery.requested', 'delivery.released') from eventstore.events
+        where delivery_id = $1 and stream = $2 order by version desc limit 1) as in_flight
+"""
 
 # Running runs past their deadline, oldest first; replicas take disjoint ones.
 OVERDUE_RUNS = f"""

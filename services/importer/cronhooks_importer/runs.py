@@ -46,7 +46,8 @@ log = structlog.get_logger(__name__)
 RUNNING = "RUNNING"
 TIMED_OUT_MESSAGE = "no report by the deadline"
 # A report may come a few ms after the agent's 202, before the dispatcher has committed
-# run.started: a token whose delivery has no run yet is given this long to get one.
+# run.started: a token whose delivery has no run yet, while an attempt of it is in flight,
+# is given this long to get one.
 WAIT_FOR_RUN = 5.0
 WAIT_STEP = 0.1
 
@@ -128,14 +129,17 @@ class Runs:
 
     async def _has_run(self, delivery_id: int) -> bool:
         """Whether the delivery has a run, waiting a little for one that may be committed
-        any moment (a report right after the 202)."""
+        any moment (a report right after the 202, while an attempt is in flight)."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.wait_for_run
-        while not await self.pool.fetchval(q.HAS_RUN, delivery_id):
-            if loop.time() >= give_up:
+        stream = delivery_stream(delivery_id)
+        while True:
+            row = await self.pool.fetchrow(q.HAS_RUN, delivery_id, stream)
+            if row["has_run"]:
+                return True
+            if not row["in_flight"] or loop.time() >= give_up:
                 return False
             await asyncio.sleep(WAIT_STEP)
-        return True
 
     async def _live_row(self, conn: asyncpg.Connection, delivery_id: int, now: datetime) -> Any:
         """The run's row, locked; a running run past its deadline is timed out first."""
