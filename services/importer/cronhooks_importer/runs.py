@@ -24,6 +24,7 @@ from typing import Any
 import asyncpg
 import msgspec
 import structlog
+from prometheus_client import Counter
 
 from cronhooks_common import daily_costs, eventstore
 from cronhooks_common.clock import Clock, iso
@@ -42,6 +43,10 @@ from cronhooks_importer.run_logs import RunLogs, append_to_run
 from cronhooks_importer.run_reports import Report, moved_deadline
 
 log = structlog.get_logger(__name__)
+
+RUNS_FINISHED = Counter(
+    "cronhooks_importer_runs_finished_total", "Runs ended (reported or timed out)", ["state"]
+)
 
 RUNNING = "RUNNING"
 TIMED_OUT_MESSAGE = "no report by the deadline"
@@ -205,6 +210,7 @@ async def finish(
     except eventstore.ConcurrencyError:
         log.warning("run_end_refused", delivery_id=row["delivery_id"], state=state)
         return None
+    RUNS_FINISHED.labels(state).inc()
     kept_costs = msgspec.to_builtins(costs)
     columns = (state, finished_at, message, kept_costs, *_log_columns(logs), digest)
     await conn.execute(q.FINISH, row["delivery_id"], *columns)
