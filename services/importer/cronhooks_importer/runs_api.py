@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
 from aiohttp import web
 
 from cronhooks_common.http_limits import TOKEN_API_BODY_BYTES, BodyRefused, read_body
@@ -28,8 +27,6 @@ from cronhooks_common.tokens import TokenError
 from cronhooks_importer.callers import Callers, Unauthorized
 from cronhooks_importer.run_reports import BadReport, heartbeat_logs, report_of
 from cronhooks_importer.runs import Answer, Runs
-
-log = structlog.get_logger(__name__)
 
 
 def _json(answer: Answer) -> web.Response:
@@ -81,7 +78,7 @@ def add_run_api(app: web.Application, *, runs: Runs, callers: Callers) -> None:
             if isinstance(exc, BadReport):
                 return _refused(400, str(exc), exc.field)
             return _refused(400, "request body must be JSON", "body")
-        if delivery_id is None:
+        if not isinstance(delivery_id, int) or isinstance(delivery_id, bool):
             return _json(Answer(404, {"error": "no run: this token names no delivery"}))
         if heartbeat:
             return _json(await runs.heartbeat(delivery_id, logs, expired=expired))
