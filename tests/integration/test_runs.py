@@ -110,6 +110,15 @@ async def test_a_202_to_a_request_with_a_token_starts_a_run_that_its_report_ends
         hook_id,
     )
     assert json.loads(spent) == {"tokens": 5010, "usd": 0.25}
+    _, shown = await system.graphql(
+        system.admin,
+        "query($id: Int!) { cronWebhook(id: $id) { costTotals { unit amount } } }",
+        {"id": hook_id},
+    )
+    assert shown["data"]["cronWebhook"]["costTotals"] == [
+        {"unit": "tokens", "amount": 5010},
+        {"unit": "usd", "amount": 0.25},
+    ]
     # the same report again: the same answer; another: 409; a heartbeat: 409
     assert await report(system, token, dict(reversed(list(sent.items())))) == (200, body)
     status, _ = await report(system, token, {**sent, "message": "again"})
