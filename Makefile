@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
 # .env is phony too: infra/write-env only adds what is missing.
-.PHONY: install up down .env test test-unit test-faults lint bench clean
+.PHONY: install up down .env test test-unit test-faults test-deploy lint bench clean
 
 install: $(STAMP)
 
@@ -32,7 +32,8 @@ up: install .env
 	@infra/local-services up --trust-user --record $(STARTED)
 	@echo "cronhooks-up $$$$" >> $(STARTED); \
 	  CRONHOOKS_ALLOW_PRIVATE_TARGETS=$${CRONHOOKS_ALLOW_PRIVATE_TARGETS:-true} \
-	  exec $(BIN)/cronhooks up --demo-agent --demo-agent-port $(DEMO_AGENT_PORT) --print-token
+	  exec $(BIN)/cronhooks up --demo-agent --demo-agent-port $(DEMO_AGENT_PORT) --print-token \
+	    --log-file cronhooks-up.log
 
 # Stops what `make up` started, and only that.
 down:
@@ -54,6 +55,12 @@ test: lint
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit
+
+# The Kubernetes manifests in deploy/, offline: kubernetes-validate's bundled schemas, the
+# vendored operator CRDs, and `kubectl kustomize` where kubectl is installed (also part of
+# `make test`).
+test-deploy: install
+	$(BIN)/pytest -q -p no:xdist tests/unit/test_deploy_manifests.py
 
 # kill -9 each service, restart (private) RabbitMQ and Postgres, 3 schedulers — during a herd
 # (also part of `make test`); the table lands in test-artifacts/fault-table.md

@@ -1,7 +1,7 @@
 """The admin page and GraphiQL in headless Chromium under their Content-Security-Policy
-(CONTRACT §15), with every host but the test server unresolvable: GraphiQL renders its
-editor from the vendored files and runs a query, and the console shows no CSP violation
-and no error at all."""
+(CONTRACT §15), with every host but the test server unresolvable: GraphiQL, opened from the
+page's link in a new tab, renders its editor from the vendored files and runs a query with
+the page's token, and the console shows no CSP violation and no error at all."""
 
 from __future__ import annotations
 
@@ -21,8 +21,15 @@ def drive(base: str, token: str) -> dict[str, Any]:
         driver, wait = page.driver, page.wait
         wait.until(ec.visibility_of_element_located((By.ID, "new-webhook")))
         page_log = console(driver)
-        # Same tab: GraphiQL finds the admin page's token and fills in its header.
-        driver.get(base + "/graphql")
+        # The page's "GraphQL explorer" link opens GraphiQL in a new tab, which finds the
+        # page's token (same-origin storage; the URL carries none) and fills in its header.
+        before = set(driver.window_handles)
+        driver.find_element(By.LINK_TEXT, "GraphQL explorer").click()
+        wait.until(lambda d: len(d.window_handles) > len(before))
+        [tab] = set(driver.window_handles) - before
+        driver.switch_to.window(tab)
+        wait.until(lambda d: d.current_url.startswith(base))
+        assert driver.current_url == base + "/graphql", driver.current_url
         wait.until(
             ec.presence_of_element_located((By.CSS_SELECTOR, ".graphiql-query-editor .CodeMirror"))
         )

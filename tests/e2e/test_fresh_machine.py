@@ -161,5 +161,6 @@ def test_make_up_runs_the_script_then_cronhooks_up_and_make_down_the_script() ->
     assert "infra/local-services up --trust-user --record .cronhooks-started" in up
     assert 'echo "cronhooks-up $$" >> .cronhooks-started' in up
     assert "cronhooks up --demo-agent" in up
+    assert f"--log-file {quick_start.LOG_FILE}" in up  # what the quick-start test runs
     down = subprocess.run(["make", "-n", "down"], cwd=ROOT, capture_output=True, text=True).stdout
     assert "infra/local-services down --record .cronhooks-started" in down

@@ -1,7 +1,9 @@
-"""The README's quick start: `cronhooks up --demo-agent --print-token` (what `make up` runs)
-makes a webhook for the demo agent and runs it once; a second start reuses the admin token
-and that webhook and prints commands for what exists. Every printed command works as
-printed, and the JWKS is published from the start."""
+"""The README's quick start: `cronhooks up --demo-agent --print-token --log-file …` (what
+`make up` runs) makes a webhook for the demo agent and runs it once; a second start reuses
+the admin token and that webhook and prints commands for what exists. Every printed command
+works as printed, every URL it prints answers a browser's GET with 200, migrations and
+service logs go to the log file it names (the terminal shows the quick start only, last),
+and the JWKS is published from the start."""
 
 from __future__ import annotations
 
@@ -46,6 +48,23 @@ async def _exported(ports: list[str]) -> set[str]:
     return names
 
 
+async def _browser_urls_answer(qs: quick_start.QuickStart) -> None:
+    urls = qs.browser_urls()
+    assert any(u.endswith("/received") for u in urls), qs.text
+    async with aiohttp.ClientSession() as session:
+        for url in urls:
+            async with session.get(url, headers={"Accept": "text/html"}) as resp:
+                assert resp.status == 200, f"{url} answered {resp.status}"
+
+
+def _terminal_is_quiet(qs: quick_start.QuickStart, log: Path) -> None:
+    """Only the quick start (and the line naming the log file) reached the terminal."""
+    assert qs.lines[0] == f"cronhooks up: migrations and service logs go to {log.name}"
+    assert qs.lines[1:3] == ["", "cronhooks is up."], qs.text
+    assert not [line for line in qs.lines if line.startswith("{") or "[info" in line]
+    assert f"Logs (migrations, services):     {log.name}" in qs.text
+
+
 async def _statuses(qs: quick_start.QuickStart) -> list[str]:
     body = await quick_start.curl_json(qs.curl_after("Its deliveries:"))
     return [d["status"] for d in body["data"]["cronWebhookDeliveries"]]
@@ -72,6 +91,8 @@ async def test_make_up_twice_reuses_its_token_and_demo_webhook_and_every_printed
     try:
         hook, created = first.demo_webhook()
         assert created, first.text
+        _terminal_is_quiet(first, tmp_path / quick_start.LOG_FILE)
+        assert "service_started" in (tmp_path / quick_start.LOG_FILE).read_text()
         async with (
             aiohttp.ClientSession() as session,
             session.get(f"{env['CRONHOOKS_PUBLIC_URL']}/.well-known/jwks.json") as resp,
@@ -79,8 +100,11 @@ async def test_make_up_twice_reuses_its_token_and_demo_webhook_and_every_printed
             assert (await resp.json())["keys"], "the signing key is published at start"
         # The demo agent verifies signatures: a success means it accepted this one.
         assert await eventually(lambda: _done(first), timeout=30, interval=0.2) == ["success"]
+        await _browser_urls_answer(first)
         # The Grafana dashboard names only metrics some service exports.
-        ports = [env[f"CRONHOOKS_{s}_PORT"] for s in ("ADMIN", "IMPORTER", "SCHEDULER", "DISPATCHER")]
+        ports = [
+            env[f"CRONHOOKS_{s}_PORT"] for s in ("ADMIN", "IMPORTER", "SCHEDULER", "DISPATCHER")
+        ]
         missing = _dashboard_metrics() - await _exported(ports)
         assert not missing, f"infra/grafana/cronhooks.json names unexported {sorted(missing)}"
         # The printed hint for another admin token runs as printed, from where `up` runs.
@@ -96,6 +120,12 @@ async def test_make_up_twice_reuses_its_token_and_demo_webhook_and_every_printed
     second = await quick_start.start(env, tmp_path, demo_port)
     try:
         assert _token(second) == _token(first) == token_file.read_text().strip()
+        _terminal_is_quiet(second, tmp_path / quick_start.LOG_FILE)
+        await _browser_urls_answer(second)
+        # What the demo agent received before the restart is still shown.
+        received = f"http://127.0.0.1:{demo_port}/received"
+        async with aiohttp.ClientSession() as session, session.get(received) as resp:
+            assert len(await resp.json()) >= 1
         assert second.demo_webhook() == (hook, False)
         ran = await quick_start.curl_json(second.curl_after("Run it now:"))
         assert ran["data"]["triggerCronWebhook"]["deliveryId"] > 0
@@ -108,13 +138,27 @@ async def test_make_up_twice_reuses_its_token_and_demo_webhook_and_every_printed
         made = await quick_start.curl_json(second.curl_after(CREATE))
         new = made["data"]["createCronWebhook"]["cronWebhook"]["id"]
         assert new != hook
+        # …and its writePatterns allow the demo agent's note: a run of it succeeds.
+        run = second.curl_after("Run it now:").replace(f"webhookId: {hook})", f"webhookId: {new})")
+        ran = await quick_start.curl_json(run)
+        deliveries = second.curl_after("Its deliveries:").replace(
+            f"cronWebhookId: {hook})", f"cronWebhookId: {new})"
+        )
+
+        async def new_done() -> list[str] | None:
+            body = await quick_start.curl_json(deliveries)
+            got = [d["status"] for d in body["data"]["cronWebhookDeliveries"]]
+            return got if got and "pending" not in got else None
+
+        assert ran["data"]["triggerCronWebhook"]["deliveryId"] > 0
+        assert await eventually(new_done, timeout=30, interval=0.2) == ["success"]
         conn = await asyncpg.connect(settings.database_url)
         try:
             assert (
                 await conn.fetchval(
                     "select count(*) from importer.notes where path like 'demo/digest-%'"
                 )
-                == 2
+                == 3
             )
         finally:
             await conn.close()

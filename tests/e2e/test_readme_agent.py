@@ -22,9 +22,9 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 async def test_the_readme_agent_answers_a_signed_delivery(tmp_path: Path) -> None:
     [code] = re.findall(r"## An agent in 20 lines.*?```python\n(.*?)```", README.read_text(), re.S)
     port = free_port()
-    assert "port=8090" in code
+    assert "port=8091" in code
     script = tmp_path / "agent.py"
-    script.write_text(code.replace("port=8090", f"port={port}"))
+    script.write_text(code.replace("port=8091", f"port={port}"))
     secret = generate_secret()
     agent = await asyncio.create_subprocess_exec(
         sys.executable, str(script), env={**os.environ, "WEBHOOK_SECRET": secret}

@@ -8,7 +8,8 @@
 * webhooks.md: the Python verification snippets are run on requests the dispatcher really
   signed, for a generated `whsec_` secret and for a plain admin-chosen one; the example
   bodies have the keys real bodies have.
-* agent-api.md: the fire-JWT snippet verifies a real trigger callback.
+* agent-api.md: the fire-JWT snippet verifies a real trigger callback; the REST curls run in
+  bash as written (API and KEY set to a real importer and API key) and answer as shown.
 
 `DOCS_DUMP=FILE` writes every real answer to FILE, one JSON line each (to write a new
 example's answer from).
@@ -32,6 +33,7 @@ from cronhooks_common.settings import Settings
 from tests.support.agent import Agent, Received
 from tests.support.flows import (
     create_agent,
+    create_api_key,
     create_change_webhook,
     create_webhook,
     provision,
@@ -282,3 +284,46 @@ async def test_the_fire_jwt_snippet_verifies_a_real_callback(settings: Settings)
 
 async def _some(items: list[Any]) -> bool:
     return bool(items)
+
+
+# --- agent-api.md: the REST curls, run by bash as written ---------------------------------
+
+
+def _curls(block: str) -> list[tuple[str, str]]:
+    """(command, the answer its `# ` line shows) for each curl of a ```sh block."""
+    lines = block.replace("\\\n", " ").splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        if line.startswith("curl "):
+            shown = lines[i + 1].removeprefix("# ")
+            found.append((line, re.sub(r"^\d{3} ", "", shown)))  # curl -s prints the body only
+    return found
+
+
+def _same_shape(shown: str, actual: Any) -> str | None:
+    expected = json.loads(shown.replace("[...]", '"…any"'))
+    for key, value in list(expected.items()):
+        if value == "…any":  # `[...]` on the page: whatever it holds
+            expected[key] = actual.get(key) if isinstance(actual, dict) else None
+    return mismatch(expected, actual)
+
+
+async def test_the_rest_curls_answer_as_shown(settings: Settings) -> None:
+    [nesting, series] = [b for b in blocks("agent-api.md", "sh") if "$API/api/notes" in b]
+    assert series.startswith("API=http://127.0.0.1:8081\nKEY=chk_…")
+    async with running(settings, SystemClock(), ("admin-api", "importer")) as r:
+        token = await admin_token(settings.database_url, "docs")
+        _, key = await create_api_key(r, token, name="docs")
+        env = {**os.environ, "API": r.urls["importer"], "KEY": key}
+        failures = []
+        curls = _curls(nesting) + _curls(series)
+        assert len(curls) == 8, curls
+        for command, shown in curls:
+            proc = await asyncio.create_subprocess_exec(
+                "bash", "-c", command, env=env, stdout=asyncio.subprocess.PIPE
+            )
+            out, _ = await proc.communicate()
+            problem = _same_shape(shown, json.loads(out))
+            if problem:
+                failures.append(f"{command[:70]}…\n  {problem}\n  got {out.decode()}")
+    assert not failures, "\n".join(failures)

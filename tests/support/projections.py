@@ -23,6 +23,8 @@ TABLES = {
     # Not a read model (rebuild leaves it alone), but what costTotals shows: a rebuild
     # must leave it as live left it (CONTRACT §16.1).
     "shared.daily_costs": "webhook_id, day, unit",
+    # The pause switch (CONTRACT §16.4): state, not a read model; a rebuild leaves it alone.
+    "shared.delivery_pause": "id",
 }
 
 

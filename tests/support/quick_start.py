@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+LOG_FILE = "cronhooks-up.log"  # as the Makefile names it
+
 
 @dataclass
 class QuickStart:
@@ -29,8 +31,19 @@ class QuickStart:
 
     def demo_webhook(self) -> tuple[int, bool]:
         """(id, created by this run) of the demo webhook it reports."""
-        [(hook, state)] = re.findall(r"^Demo webhook (\d+), every 5 minutes[^:]*: (.*)$", self.text, re.M)
+        [(hook, state)] = re.findall(
+            r"^Demo webhook (\d+), every 5 minutes[^:]*: (.*)$", self.text, re.M
+        )
         return int(hook), state.startswith("created")
+
+    def browser_urls(self) -> list[str]:
+        """The URLs it prints on lines of their own (not inside a printed command)."""
+        return [
+            url
+            for line in self.lines
+            if not line.lstrip().startswith("curl ")
+            for url in re.findall(r"https?://[^\s'\"]+", line)
+        ]
 
     async def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -46,10 +59,12 @@ async def start(env: dict[str, str], cwd: Path, demo_port: int) -> QuickStart:
         "--demo-agent-port",
         str(demo_port),
         "--print-token",
+        "--log-file",
+        LOG_FILE,
         env=env,
         cwd=cwd,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.STDOUT,  # the terminal of `make up`: both
     )
     assert proc.stdout is not None
     lines: list[str] = []

@@ -177,6 +177,25 @@ async def test_the_demo_agent_answers_with_a_digest_note_and_checks_signatures()
         assert (await resp.json())["message"] == "request body nested deeper than 64 levels"
 
 
+async def test_the_demo_agent_keeps_what_it_received_across_restarts(tmp_path: Path) -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from cronhooks_agent.demo import make_app
+
+    secret, store = generate_secret(), tmp_path / "received.json"
+    async with TestClient(TestServer(make_app(secret, store), host="127.0.0.1")) as client:
+        assert (await client.post("/webhook", data=BODY, headers=signed(secret))).status == 200
+    # A new process on the same file (what the next `make up` starts) shows it.
+    async with TestClient(TestServer(make_app(secret, store), host="127.0.0.1")) as client:
+        resp = await client.get("/received")
+        shown = await resp.json()
+        assert resp.status == 200
+        assert [r["body"]["id"] for r in shown] == [42]
+    store.write_text('[{"cut sho')  # a damaged file: the agent starts empty, not broken
+    async with TestClient(TestServer(make_app(secret, store), host="127.0.0.1")) as client:
+        assert await (await client.get("/received")).json() == []
+
+
 # --- fire JWTs (FireVerifier, fire_handler) ----------------------------------------------
 
 PRIVATE_KEYS: dict[str, Callable[[], Any]] = {

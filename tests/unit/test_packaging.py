@@ -25,9 +25,12 @@ def compose() -> dict:  # type: ignore[type-arg]
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())  # type: ignore[no-any-return]
 
 
-def _interpolate(value: str) -> str:
-    # ${VAR:-default} → default, ${VAR:?msg} → a valid stand-in
-    value = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+def _interpolate(value: str, env: dict[str, str] | None = None) -> str:
+    # ${VAR:-default} → env[VAR] or default, ${VAR:?msg} → a valid stand-in
+    given = env or {}
+    value = re.sub(
+        r"\$\{([A-Z_]+):-([^}]*)\}", lambda m: given.get(m.group(1)) or m.group(2), value
+    )
     return re.sub(r"\$\{[A-Z_]+:\?[^}]*\}", "x" * 40, value)
 
 
@@ -75,7 +78,7 @@ def test_published_ports_match_the_contract_and_replicas_can_be_added(compose) -
     """8080/8081 are the proxy's; no other service has a host port or a container_name, so
     `docker compose up --scale <service>=N` never collides."""
     services = compose["services"]
-    assert set(services["proxy"]["ports"]) == {"8080:8080", "8081:8081"}
+    assert {_interpolate(p) for p in services["proxy"]["ports"]} == {"8080:8080", "8081:8081"}
     for name, service in services.items():
         assert "container_name" not in service, name
         if name != "proxy":
@@ -167,3 +170,46 @@ def test_wheel_carries_migrations_and_schema(tmp_path: Path) -> None:
             n.startswith(f"{component}/migrations/") and n.endswith(".sql") for n in names
         ), component
     assert "cronhooks_admin/graphql/schema.graphql" in names
+
+
+def test_public_urls_and_ports_come_from_env_with_todays_defaults(compose) -> None:  # type: ignore[no-untyped-def]
+    """Agents on other hosts need an api_url they can reach: compose takes the public URLs
+    and published ports from .env (COMPOSE_*, which `make up` does not read)."""
+    env = compose["x-cronhooks"]["environment"]
+    proxy = compose["services"]["proxy"]["ports"]
+    defaults = Settings.from_mapping({k: _interpolate(str(v)) for k, v in env.items()})
+    assert defaults.public_url == "http://localhost:8080"
+    assert defaults.api_public_url == "http://localhost:8081"
+    dotenv = {
+        "COMPOSE_PUBLIC_URL": "https://cron.example.com",
+        "COMPOSE_API_PUBLIC_URL": "https://notes.example.com",
+        "COMPOSE_ADMIN_PORT": "18080",
+        "COMPOSE_API_PORT": "18081",
+    }
+    given = Settings.from_mapping({k: _interpolate(str(v), dotenv) for k, v in env.items()})
+    assert given.public_url == "https://cron.example.com"
+    assert given.api_public_url == "https://notes.example.com"
+    assert {_interpolate(p, dotenv) for p in proxy} == {"18080:8080", "18081:8081"}
+    for service in compose["services"].values():
+        for name in service.get("environment", {}):
+            assert not str(name).startswith("COMPOSE_"), "COMPOSE_* are compose's own"
+
+
+def test_the_broker_tls_override_publishes_the_tls_port_only() -> None:
+    override = yaml.safe_load((ROOT / "infra/compose-broker-tls.yml").read_text())
+    assert set(override["services"]) == {"rabbitmq"}
+    rabbitmq = override["services"]["rabbitmq"]
+    assert [_interpolate(p) for p in rabbitmq["ports"]] == ["5671:5671"]
+    assert [_interpolate(p, {"COMPOSE_BROKER_TLS_PORT": "15671"}) for p in rabbitmq["ports"]] == [
+        "15671:5671"
+    ]
+    mounts = dict(_interpolate(v).split(":")[:2] for v in rabbitmq["volumes"])
+    conf = mounts["./infra/rabbitmq-tls.conf"]
+    assert conf.startswith("/etc/rabbitmq/conf.d/")
+    text = (ROOT / "infra/rabbitmq-tls.conf").read_text()
+    assert "listeners.ssl.default = 5671" in text
+    assert mounts["./broker-tls"] == "/etc/rabbitmq/tls"  # COMPOSE_BROKER_TLS_DIR's default
+    for name in ("cacertfile", "certfile", "keyfile"):
+        assert re.search(rf"ssl_options\.{name} = /etc/rabbitmq/tls/\S+", text), name
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "COMPOSE_FILE=docker-compose.yml:infra/compose-broker-tls.yml" in text

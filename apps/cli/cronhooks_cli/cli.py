@@ -1,4 +1,5 @@
-"""The `cronhooks` console script (CONTRACT §1)."""
+"""The `cronhooks` console script: configuration, ports and every command are in
+docs/reference/configuration.md."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from cronhooks_common.settings import Settings, SettingsError
 
@@ -50,6 +52,17 @@ def _parser() -> argparse.ArgumentParser:
         "--management-url",
         help="RabbitMQ management API (default: http://<CRONHOOKS_AMQP_URL host>:15672)",
     )
+    reader.add_argument(
+        "--max-length",
+        type=int,
+        default=10_000,
+        help="messages each of its queues keeps at most; the oldest are dropped (default 10000)",
+    )
+    unreader = broker_sub.add_parser(
+        "remove-reader", help="delete a reader user, its queues NAME.* and their length limit"
+    )
+    unreader.add_argument("name")
+    unreader.add_argument("--management-url", help="as for add-reader")
     projections = sub.add_parser("projections", help="admin read models")
     projections_sub = projections.add_subparsers(dest="projections_command", required=True)
     projections_sub.add_parser("rebuild", help="drop the admin read models and replay the events")
@@ -63,6 +76,11 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="migrate and run all services in one supervised tree")
     up.add_argument("--demo-agent", action="store_true", help="also run the demo agent")
     up.add_argument("--demo-agent-port", type=int, default=8090)
+    up.add_argument(
+        "--log-file",
+        type=Path,
+        help="append migrations' and services' logs to this file (make up: cronhooks-up.log)",
+    )
     up.add_argument(
         "--print-token",
         action="store_true",
@@ -89,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "admin":
         return asyncio.run(_admin(settings, args))
     if args.command == "broker":
-        return asyncio.run(_add_reader(settings, args.name, args.management_url))
+        return asyncio.run(_broker(settings, args))
     if args.command == "keys":
         return asyncio.run(_rotate_keys(settings))
     if args.command == "projections":
@@ -102,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 settings,
                 demo_agent_port=args.demo_agent_port if args.demo_agent else None,
                 print_token=args.print_token,
+                log_file=args.log_file,
             )
         )
     return 2
@@ -198,16 +217,24 @@ async def _admin(settings: Settings, args: argparse.Namespace) -> int:
         await conn.close()
 
 
-async def _add_reader(settings: Settings, name: str, management_url: str | None) -> int:
-    from cronhooks_cli.broker_users import BrokerAdminError, Management, add_reader
+async def _broker(settings: Settings, args: argparse.Namespace) -> int:
+    from cronhooks_cli.broker_users import BrokerAdminError, Management, add_reader, remove_reader
 
+    name = args.name
     try:
-        management = Management.from_amqp_url(settings.amqp_url, management_url)
-        password = await add_reader(management, name)
+        management = Management.from_amqp_url(settings.amqp_url, args.management_url)
+        if args.broker_command == "remove-reader":
+            queues = await remove_reader(management, name)
+            print(f"user {name} removed, with {len(queues)} queues: {' '.join(queues) or '-'}")
+            return 0
+        password = await add_reader(management, name, max_length=args.max_length)
     except (ValueError, BrokerAdminError) as exc:
         print(f"cronhooks: {exc}", file=sys.stderr)
         return 1
-    print(f"user {name}: queues {name}.* only, reads cronhooks.events; password (shown once):")
+    print(
+        f"user {name}: queues {name}.* only (at most {args.max_length} messages each,"
+        " the oldest dropped), reads cronhooks.events; password (shown once):"
+    )
     print(password)
     return 0
 

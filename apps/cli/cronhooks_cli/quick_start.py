@@ -148,23 +148,29 @@ def quick_start_text(
     agent_url: str | None,
     agent_secret: str | None,
     demo: DemoWebhook | None,
+    log_file: Path | None = None,
 ) -> str:
+    """The quick start. Every URL on a line of its own opens in a browser (agents get the
+    note API's URL in each delivery, so it is not listed)."""
     graphql = f"{settings.public_url}/graphql"
     cli = cli_command()
     lines = [
         "",
         "cronhooks is up.",
-        f"  GraphQL (explorer in a browser): {graphql}",
         f"  Admin web page:                  {settings.public_url}/",
-        f"  Agent token API:                 {settings.api_public_url}",
+        f"  GraphQL explorer:                {graphql}",
         f"  Admin token:                     {token}",
         f"  (kept in {TOKEN_FILE}; another: {cli} admin create-token --name you)",
     ]
+    if log_file is not None:
+        lines.append(f"  Logs (migrations, services):     {log_file}")
     if agent_url and agent_secret:
+        received = agent_url.removesuffix("/webhook") + "/received"
         lines += [
-            f"  Demo agent:                      {agent_url}",
+            f"  What the demo agent received:    {received}",
             f"  Demo agent's secret:             {agent_secret}",
-            "  (it refuses requests not signed with it: give it to webhooks you point there)",
+            "  (it refuses requests not signed with it: give it to webhooks you point there,",
+            '   with writePatterns: ["demo/*"] for the note it writes, as below)',
         ]
     if demo is not None:
         state = (

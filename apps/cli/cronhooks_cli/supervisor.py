@@ -1,7 +1,9 @@
 """`cronhooks up`: migrate, then run every service as a child process and keep it running.
 
 For local use. A child that exits is restarted (with backoff); SIGINT/SIGTERM stop the
-children with SIGTERM (they drain) and wait for them.
+children with SIGTERM (they drain) and wait for them. With a log file (`make up` names
+one), migrations, the services' logs and its own go there, so the terminal keeps only the
+quick start, which comes last.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import aiohttp
 import structlog
@@ -28,6 +31,8 @@ from cronhooks_common.settings import Settings
 log = structlog.get_logger(__name__)
 
 SERVICE_NAMES = ("admin-api", "importer", "scheduler", "dispatcher")
+# What the demo agent received, kept beside .env so /received survives a restart.
+DEMO_RECEIVED = Path(".cronhooks-demo-received.json")
 CONFIGURATION_ERROR = 2  # the exit status of `cronhooks` for a setting that cannot work
 
 
@@ -42,11 +47,13 @@ def _demo_agent_secret(settings: Settings) -> str:
     return os.environ.get("DEMO_AGENT_SECRET") or demo_secret(settings.secret_key)
 
 
-async def _child(argv: list[str], env: dict[str, str], stop: asyncio.Event) -> None:
+async def _child(
+    argv: list[str], env: dict[str, str], stop: asyncio.Event, output: int | None = None
+) -> None:
     delay = 0.5
     while not stop.is_set():
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(*argv, env=env)
+        proc = await asyncio.create_subprocess_exec(*argv, env=env, stdout=output, stderr=output)
         waiter = asyncio.ensure_future(proc.wait())
         stopper = asyncio.ensure_future(stop.wait())
         await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -80,7 +87,26 @@ async def _wait_ready(url: str, timeout: float = 60.0) -> bool:
     return False
 
 
-async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bool) -> int:
+def _log_to(path: Path) -> int:
+    """Send this process's log lines (stderr) to `path`, appended; return its descriptor
+    for the children's output."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    sys.stderr.flush()
+    os.dup2(fd, 2)
+    return fd
+
+
+async def up(
+    settings: Settings,
+    *,
+    demo_agent_port: int | None,
+    print_token: bool,
+    log_file: Path | None = None,
+) -> int:
+    output = None
+    if log_file is not None:
+        print(f"cronhooks up: migrations and service logs go to {log_file}", flush=True)
+        output = _log_to(log_file)
     await migrate(settings.database_url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -89,14 +115,15 @@ async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bo
     env = {**os.environ, **settings.to_env()}
     exe = [sys.executable, "-m", "cronhooks_cli.cli"]
     children = [
-        asyncio.create_task(_child([*exe, "run", name], env, stop)) for name in SERVICE_NAMES
+        asyncio.create_task(_child([*exe, "run", name], env, stop, output))
+        for name in SERVICE_NAMES
     ]
     demo = None
     if demo_agent_port is not None:
         from cronhooks_agent import demo as demo_agent
 
         demo = await demo_agent.serve(
-            settings.bind, demo_agent_port, _demo_agent_secret(settings)
+            settings.bind, demo_agent_port, _demo_agent_secret(settings), DEMO_RECEIVED
         )
     host = f"http://{_loopback(settings.bind)}"
     ready = all(
@@ -106,8 +133,10 @@ async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bo
     )
     if not ready:
         log.error("services_not_ready")
+        if log_file is not None:
+            print(f"cronhooks up: a service is not ready after 60 s; see {log_file}", flush=True)
     if print_token and ready:
-        await _print_quick_start(settings, demo_agent_port)
+        await _print_quick_start(settings, demo_agent_port, log_file)
     await stop.wait()
     await asyncio.gather(*children)
     if demo is not None:
@@ -115,7 +144,9 @@ async def up(settings: Settings, *, demo_agent_port: int | None, print_token: bo
     return 0
 
 
-async def _print_quick_start(settings: Settings, demo_agent_port: int | None) -> None:
+async def _print_quick_start(
+    settings: Settings, demo_agent_port: int | None, log_file: Path | None
+) -> None:
     token = await quick_start_token(settings)
     agent_url = secret = None
     demo = None
@@ -128,6 +159,11 @@ async def _print_quick_start(settings: Settings, demo_agent_port: int | None) ->
         except (QuickStartError, aiohttp.ClientError) as exc:
             log.error("demo_webhook_failed", error=str(exc))
     text = quick_start_text(
-        settings, token=token, agent_url=agent_url, agent_secret=secret, demo=demo
+        settings,
+        token=token,
+        agent_url=agent_url,
+        agent_secret=secret,
+        demo=demo,
+        log_file=log_file,
     )
     print(text, flush=True)

@@ -2,8 +2,8 @@
 
 POST /webhook → 200 with one new note `demo/digest-<delivery id>.md` (a `SyncAnswer`), if
 the request carries a valid signature for its secret (`verify_webhook`), else 401: the demo
-shows what an agent must do. GET /received shows the last requests, with the exact signed
-bytes.
+shows what an agent must do. GET /received shows the last 100 requests, with the exact
+signed bytes; given a `store` file it keeps them there, so they survive a restart.
 
 Its secret: DEMO_AGENT_SECRET, or one derived from CRONHOOKS_SECRET_KEY (`demo_secret`), so
 that every `make up` on this checkout uses the same one without storing it anywhere else.
@@ -14,8 +14,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
+import os
 from collections import deque
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TypedDict
 
 import structlog
@@ -44,10 +47,28 @@ def demo_secret(master_key: str) -> str:
     return "whsec_" + base64.b64encode(derived).decode()
 
 
-def make_app(secret: str) -> web.Application:
+KEPT = 100  # requests GET /received shows (and the store keeps)
+
+
+def _load(store: Path | None) -> deque[Received]:
+    try:
+        kept = json.loads(store.read_text()) if store else []
+    except (OSError, ValueError):  # none yet, or cut short: start empty
+        kept = []
+    return deque(kept if isinstance(kept, list) else [], maxlen=KEPT)
+
+
+def _save(store: Path, received: deque[Received]) -> None:
+    # Written whole and renamed: a crash leaves the old file or the new one, never half.
+    partial = store.with_name(store.name + ".tmp")
+    partial.write_text(json.dumps(list(received)))
+    os.replace(partial, store)
+
+
+def make_app(secret: str, store: Path | None = None) -> web.Application:
     if not secret:
         raise ValueError("secret: the demo agent verifies every request; give it one")
-    received: deque[Received] = deque(maxlen=100)
+    received = _load(store)
 
     async def webhook(request: web.Request) -> web.Response:
         raw = await request.read()
@@ -72,6 +93,8 @@ def make_app(secret: str) -> web.Application:
                 "raw_body": raw.decode("utf-8", "replace"),
             }
         )
+        if store is not None:
+            _save(store, received)
         log.info("demo_agent_received", delivery_id=body.get("id"), attempt=body.get("attempt"))
         when = body.get("scheduled_for") or now
         digest = (
@@ -94,8 +117,8 @@ def make_app(secret: str) -> web.Application:
     return app
 
 
-async def serve(host: str, port: int, secret: str) -> web.AppRunner:
-    runner = web.AppRunner(make_app(secret), access_log=None)
+async def serve(host: str, port: int, secret: str, store: Path | None = None) -> web.AppRunner:
+    runner = web.AppRunner(make_app(secret, store), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner

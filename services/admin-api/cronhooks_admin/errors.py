@@ -1,5 +1,5 @@
 """The errors of admin-api's commands, which each entry point answers in its own terms:
-GraphQL (graphql/errors.py) as BAD_USER_INPUT, NOT_FOUND or CONFLICT; the agent-cron API
+GraphQL (graphql/errors.py) as BAD_USER_INPUT, NOT_FOUND, CONFLICT or PAUSED; the agent-cron API
 and the debug endpoints as HTTP 400 or 404."""
 
 from __future__ import annotations
@@ -22,3 +22,11 @@ class NotFound(LookupError):
 
 class Conflict(Exception):
     """The command cannot be answered as asked: the state moved on (GraphQL CONFLICT)."""
+
+
+class Paused(Exception):
+    """Deliveries are paused (CONTRACT §16.4): a manual delivery is refused (GraphQL
+    PAUSED)."""
+
+    def __init__(self) -> None:
+        super().__init__("deliveries are paused (resumeDeliveries ends the pause)")

@@ -42,7 +42,8 @@ log = structlog.get_logger(__name__)
 
 ALERTS = Counter(
     "cronhooks_dispatcher_alerts_total",
-    "Alert events appended (CONTRACT §12), by stage: raised, disabled, resolved",
+    "Alert events appended (docs/reference/operations.md#alerts), by stage: raised,"
+    " disabled, resolved",
     ["stage"],
 )
 

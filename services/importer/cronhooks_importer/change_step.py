@@ -22,7 +22,7 @@ import msgspec
 import structlog
 from prometheus_client import Counter
 
-from cronhooks_common import eventstore
+from cronhooks_common import eventstore, pause
 from cronhooks_common.change_payload import ChangePayload
 from cronhooks_common.clock import Clock
 from cronhooks_common.events import (
@@ -31,6 +31,7 @@ from cronhooks_common.events import (
     Causation,
     ChangeSent,
     DeliveryRequested,
+    DeliverySkipped,
     Event,
     NewEvent,
     NoteChanged,
@@ -210,7 +211,11 @@ async def request_deliveries(
 ) -> None:
     """Claim every (webhook, batch) of the step in one statement and append a delivery
     for each claim won (one lost was requested before: a replay). Each is counted in its
-    chain in this transaction; one past CRONHOOKS_MAX_CHAIN_DELIVERIES is skipped."""
+    chain in this transaction; one past CRONHOOKS_MAX_CHAIN_DELIVERIES is skipped, and
+    every one while deliveries are paused (CONTRACT §16.4)."""
+    # The pause switch first, share-locked to the commit: a pauseDeliveries waits for
+    # this step, and a step after it sees it (cronhooks_common.pause).
+    held = (await pause.deciding(conn)).active(now)
     won = await queries.claim_change_requests(
         conn, [(m.hook.webhook_id, m.batch_id, m.batch_at) for m in fired], now=now
     )
@@ -233,6 +238,8 @@ async def request_deliveries(
             SKIPPED.inc()
             if place.raises_alert and isinstance(request.trace, str):
                 await raise_chain_alert(conn, chains, m.hook, request.trace, causation, now)
+        elif held:  # paused (CONTRACT §16.4): skipped, never sent later
+            event = NewEvent.of(paused_skip(request))
         else:
             REQUESTED.inc()
         appends.append((delivery_stream(delivery_id), 0, event, causation))
@@ -246,6 +253,17 @@ async def request_deliveries(
         )
     if appends:
         await eventstore.append_many(conn, appends, occurred_at=now)
+
+
+def paused_skip(request: DeliveryRequested) -> DeliverySkipped:
+    """What stands on a change delivery's stream instead of its request while paused."""
+    return DeliverySkipped(
+        **request.fields(),
+        reason="paused",
+        skipped_count=1,
+        trace=request.trace,
+        parent=request.parent,
+    )
 
 
 def requested(m: Match, delivery_id: int) -> DeliveryRequested:

@@ -3,9 +3,10 @@
 `fire_due` locks up to `batch_size` due timers with FOR UPDATE SKIP LOCKED (replicas take
 disjoint batches); each timer's kind (timer_kinds.py) says what it leads to and when it is
 due next. Then, in the same transaction, it records the cron slots (slot_events.py: one
-delivery id each, unique per webhook and slot), turns the slots of a day whose costs
-reached a limit (cost_budget.py) and those beyond a webhook's daily budget (budget.py)
-into skips, appends every event — the slots', the retries' (those whose
+delivery id each, unique per webhook and slot), turns every slot while deliveries are
+paused (paused.py; retries and agent-cron fires are then not claimed), the slots of a day
+whose costs reached a limit (cost_budget.py) and those beyond a webhook's daily budget
+(budget.py) into skips, appends every event — the slots', the retries' (those whose
 stream has not moved on, retries.py) and the triggers' first fires — and moves or deletes
 the timers.
 
@@ -21,10 +22,10 @@ import asyncpg
 import structlog
 from prometheus_client import Counter
 
-from cronhooks_common import eventstore
+from cronhooks_common import eventstore, pause
 from cronhooks_common.buckets import Router
 from cronhooks_common.events import Causation, DeliveryRequested, DeliverySkipped, NewEvent
-from cronhooks_scheduler import budget, cost_budget, queries
+from cronhooks_scheduler import budget, cost_budget, paused, queries
 from cronhooks_scheduler.retries import Pending, current, with_changes
 from cronhooks_scheduler.slot_events import record_slots
 from cronhooks_scheduler.timer_kinds import KINDS, Batch, unknown
@@ -44,13 +45,20 @@ async def fire_due(
     `router` (the loop's) finds the partitions of the retried deliveries' streams."""
     router = router or Router()
     async with pool.acquire() as conn, conn.transaction():
-        rows = await conn.fetch(queries.CLAIM, now, batch_size)
+        # First the pause switch, share-locked to the commit (cronhooks_common.pause): a
+        # pauseDeliveries committing now waits for this batch, and a batch after it sees it.
+        held = (await pause.deciding(conn)).active(now)
+        rows = await conn.fetch(
+            queries.CLAIM_WHILE_PAUSED if held else queries.CLAIM, now, batch_size
+        )
         if not rows:
             return 0
         batch = Batch(now)
         moves = [(row["timer_key"], KINDS.get(row["kind"], unknown)(batch, row)) for row in rows]
         retries = await with_changes(conn, batch.retries, router)
         slots = await record_slots(conn, batch.slots)
+        if held:
+            slots = paused.apply(slots, batch.schedules)
         # Costs first: a slot skipped for them uses none of maxDeliveriesPerDay.
         slots = await cost_budget.apply(conn, slots, batch.schedules)
         slots = await budget.apply(conn, slots, batch.schedules)
@@ -76,7 +84,7 @@ def _count(pending: list[Pending], slots: list[DeliveryRequested | DeliverySkipp
     for event in skips:
         if event.reason == "missed":
             SKIPPED.labels("missed").inc(event.skipped_count)
-    for reason in ("budget", "cost_budget"):
+    for reason in ("budget", "cost_budget", "paused"):
         SKIPPED.labels(reason).inc(sum(1 for event in skips if event.reason == reason))
 
 

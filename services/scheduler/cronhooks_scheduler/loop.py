@@ -23,7 +23,7 @@ from cronhooks_common import db
 from cronhooks_common.buckets import Router
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
-from cronhooks_scheduler import queries
+from cronhooks_scheduler import paused, queries
 from cronhooks_scheduler.firing import fire_due
 from cronhooks_scheduler.timers import TIMERS_CHANNEL
 
@@ -70,6 +70,7 @@ class SchedulerLoop:
 
     async def _step(self) -> None:
         self._wake.clear()
+        switch = await paused.end_if_expired(self._pool, self._clock)
         now = self._clock.now()
         asked = self._next_batch
         claimed = await fire_due(self._pool, now=now, batch_size=asked, router=self._router)
@@ -80,7 +81,14 @@ class SchedulerLoop:
         )
         if claimed:
             return  # a timer may be due again, or more than a batch was due: go on
-        next_due: datetime | None = await self._pool.fetchval(queries.EARLIEST_TIMER)
+        # While paused retries and agent-cron fires wait for the resume, whose NOTIFY
+        # (or `until`, when the pause ends by itself) wakes the loop.
+        held = switch.active(now)
+        next_due: datetime | None = await self._pool.fetchval(
+            queries.EARLIEST_TIMER_WHILE_PAUSED if held else queries.EARLIEST_TIMER
+        )
+        if held and switch.until is not None:
+            next_due = switch.until if next_due is None else min(next_due, switch.until)
         now = self._clock.now()
         if next_due is not None and next_due <= now:
             # Due, but locked by another replica: a wall-clock wait, whatever the clock.

@@ -13,6 +13,12 @@ NOTIFY = "select pg_notify($1, '')"
 
 EARLIEST_TIMER = "select min(due_at) from scheduler.timers"
 
+# While deliveries are paused (CONTRACT §16.4) the kinds that send something wait, due,
+# for the resume: retries and agent-cron fires (`HELD`); cron timers go on firing (their
+# slots skipped), and so would a kind that sends nothing.
+HELD = "('retry', 'trigger', 'fire_retry')"
+EARLIEST_TIMER_WHILE_PAUSED = f"select min(due_at) from scheduler.timers where kind not in {HELD}"
+
 DELETE_TIMER = "delete from scheduler.timers where timer_key = $1"
 
 SET_CRON_TIMER = """
@@ -78,6 +84,10 @@ order by t.due_at
 limit $2
 for update of t skip locked
 """
+
+CLAIM_WHILE_PAUSED = CLAIM.replace(
+    "where t.due_at <= $1", f"where t.due_at <= $1 and t.kind not in {HELD}"
+)
 
 NEW_DELIVERY_IDS = """
 select nextval('eventstore.delivery_ids') as id from generate_series(1, $1)
@@ -149,15 +159,22 @@ WATCH_FORGET = """
 delete from scheduler.watched where stream = any($1::text[])
 """
 
+# $3: when the last pause of deliveries ended (CONTRACT §16.4), or null: a delivery that
+# waited through a pause (a retry held) gets its timeout and grace again from the resume.
 WATCH_OVERDUE = """
 select stream, version, deadline from scheduler.watched
 where deadline <= $1
+  and ($3::timestamptz is null
+       or $3::timestamptz + timeout_ms * interval '1 millisecond' + interval '60 seconds' <= $1)
 order by deadline
 limit $2
 """
 
 WATCH_EARLIEST = """
-select min(deadline) from scheduler.watched
+select min(greatest(
+    deadline,
+    $1::timestamptz + timeout_ms * interval '1 millisecond' + interval '60 seconds'
+)) from scheduler.watched
 """
 
 # -- retention (retention.py, retention_buckets.py, day_partitions.py) ------------------

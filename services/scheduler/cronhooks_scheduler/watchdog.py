@@ -42,7 +42,7 @@ import asyncpg
 import structlog
 from prometheus_client import Counter
 
-from cronhooks_common import eventstore
+from cronhooks_common import eventstore, pause
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import (
@@ -197,7 +197,13 @@ class Watchdog:
 
     async def _earliest(self) -> datetime | None:
         try:
-            earliest: datetime | None = await self._pool.fetchval(queries.WATCH_EARLIEST)
+            switch = await pause.current(self._pool)
+            now = self._clock.now()
+            if switch.active(now):
+                return None  # nothing is abandoned while paused: look at the next POLL
+            earliest: datetime | None = await self._pool.fetchval(
+                queries.WATCH_EARLIEST, switch.ended_at(now)
+            )
         except TRANSIENT_DB_ERRORS:
             return None
         return earliest
@@ -245,8 +251,14 @@ class Watchdog:
             )
 
     async def _abandon(self, conn: asyncpg.Connection) -> int:
+        """Abandon what is overdue. While deliveries are paused (CONTRACT §16.4) nothing is:
+        a retry held by the pause is not lost, and after the resume every delivery has its
+        timeout and GRACE again from the pause's end (WATCH_OVERDUE)."""
         now = self._clock.now()
-        due = await conn.fetch(queries.WATCH_OVERDUE, now, ABANDON)
+        switch = await pause.current(conn)
+        if switch.active(now):
+            return 0
+        due = await conn.fetch(queries.WATCH_OVERDUE, now, ABANDON, switch.ended_at(now))
         for row in due:
             history = await eventstore.read_stream(conn, row["stream"])
             if not history or history[-1].version != row["version"]:

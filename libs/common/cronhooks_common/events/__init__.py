@@ -56,6 +56,7 @@ from cronhooks_common.events.identity import (
 from cronhooks_common.events.names import (
     CHANGE,
     CRON,
+    PAUSE_STREAM,
     EventType,
     agent_stream,
     alert_stream,
@@ -73,6 +74,7 @@ from cronhooks_common.events.notes import (
     NotesImported,
     NotesRejected,
 )
+from cronhooks_common.events.pause import DeliveriesPaused, DeliveriesResumed
 from cronhooks_common.events.run import (
     MAX_RUN_SECONDS,
     RUN_TIMEOUT_SECONDS,
@@ -110,6 +112,7 @@ __all__ = [
     "CHANGE",
     "CRON",
     "MAX_RUN_SECONDS",
+    "PAUSE_STREAM",
     "RUN_TIMEOUT_SECONDS",
     "SCHEMA_VERSION",
     "UNSET",
@@ -132,6 +135,8 @@ __all__ = [
     "ConfigData",
     "CostAmount",
     "CostAmountData",
+    "DeliveriesPaused",
+    "DeliveriesResumed",
     "DeliveryAttemptFailed",
     "DeliveryChangesReceived",
     "DeliveryFailed",

@@ -20,6 +20,7 @@ SkipReason = Literal[
     "budget",
     "cost_budget",
     "chain_limit",
+    "paused",
 ]
 
 

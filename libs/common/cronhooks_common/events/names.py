@@ -40,12 +40,18 @@ class EventType(StrEnum):
     ALERT_RESOLVED = "alert.resolved"  # it recovered, was re-enabled or deleted
     RUN_STARTED = "run.started"  # a 202 to a delivery with a token (§16.2)
     RUN_FINISHED = "run.finished"  # reported, or its deadline passed
+    DELIVERIES_PAUSED = "deliveries.paused"  # the pause switch (§16.4): on, or replaced
+    DELIVERIES_RESUMED = "deliveries.resumed"  # off: by an admin or when `until` came
 
 
 # `kind` on every webhook.* and delivery.* event (CONTRACT §6) and in the request body (§11):
 # cron webhooks fire on slots, change webhooks on note batches. One id space for both.
 CRON = "cron"
 CHANGE = "change"
+
+
+# The pause switch's one stream (CONTRACT §16.4).
+PAUSE_STREAM = "deliveries-pause"
 
 
 def webhook_stream(webhook_id: int) -> str:

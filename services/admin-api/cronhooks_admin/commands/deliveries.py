@@ -1,6 +1,7 @@
 """Deliveries an admin asks for outside the schedule (CONTRACT §10-§12): Run now
 (triggerCronWebhook, /debug/run_cron_job), triggerChangeWebhook, replayDeliveries. Each
-is a `delivery.requested` of trigger `manual` (manual.py) on a new delivery stream."""
+is a `delivery.requested` of trigger `manual` (manual.py) on a new delivery stream; none
+while deliveries are paused (PAUSED, CONTRACT §16.4)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from cronhooks_admin.commands import change_notes, daily_budget, replay
 from cronhooks_admin.commands import queries as sql
 from cronhooks_admin.commands.change_notes import Wanted
 from cronhooks_admin.commands.manual import manual_request
+from cronhooks_admin.commands.pause import refuse_if_paused
 from cronhooks_admin.commands.store import live_webhook, record, record_new_streams
 from cronhooks_admin.commands.validation import check_trigger_paths
 from cronhooks_admin.errors import InputError
@@ -29,6 +31,7 @@ class DeliveryCommands:
     async def trigger_webhook(self, webhook_id: int, admin: Admin) -> int:
         """Request a delivery now, outside the schedule; `nextRunAt` does not move."""
         async with self.pool.acquire() as conn, conn.transaction():
+            await refuse_if_paused(conn, self.clock.now())
             state = await live_webhook(conn, webhook_id, CRON)
             delivery_id: int = await conn.fetchval(sql.NEXT_DELIVERY_ID)
             request = manual_request(state, webhook_id, delivery_id)
@@ -44,6 +47,7 @@ class DeliveryCommands:
         0 (CONTRACT §11), whatever the webhook's filters say: the admin chose them."""
         wanted = check_trigger_paths(paths)
         async with self.pool.acquire() as conn, conn.transaction():
+            await refuse_if_paused(conn, self.clock.now())
             state = await live_webhook(conn, webhook_id, CHANGE)
             changes = [Wanted(path, "update") for path in wanted]
             [notes] = await change_notes.notes_now(conn, state.config, [changes])
@@ -73,6 +77,7 @@ class DeliveryCommands:
         the webhook as it is now decides where and what they send."""
         replay.check_window(since, until)
         async with self.pool.acquire() as conn, conn.transaction():
+            await refuse_if_paused(conn, self.clock.now())
             await replay.take_turn(conn, webhook_id)
             state = await live_webhook(conn, webhook_id, None)
             failed = await replay.failed_deliveries(conn, webhook_id, since, until)

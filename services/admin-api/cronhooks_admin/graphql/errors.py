@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from graphql import GraphQLError
 
-from cronhooks_admin.errors import Conflict, InputError, NotFound
+from cronhooks_admin.errors import Conflict, InputError, NotFound, Paused
 from cronhooks_common.eventstore import ConcurrencyError
 from cronhooks_common.graphql_support import bad_input
 
@@ -29,6 +29,8 @@ async def run_command(run: Callable[[], Awaitable[T]]) -> T:
             raise not_found(str(exc)) from None
         except Conflict as exc:
             raise GraphQLError(str(exc), extensions={"code": "CONFLICT"}) from None
+        except Paused as exc:
+            raise GraphQLError(str(exc), extensions={"code": "PAUSED"}) from None
         except ConcurrencyError:
             continue  # another command changed the webhook meanwhile: decide again
     raise GraphQLError(

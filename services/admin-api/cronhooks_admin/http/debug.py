@@ -30,7 +30,7 @@ from aiohttp import web
 
 from cronhooks_admin.auth import Admin
 from cronhooks_admin.commands import Commands
-from cronhooks_admin.errors import InputError, NotFound
+from cronhooks_admin.errors import InputError, NotFound, Paused
 from cronhooks_admin.http.pending import describe, pending_work
 from cronhooks_admin.http.sink import (
     Call,
@@ -148,6 +148,8 @@ class DebugRoutes:
             delivery_id = await self.commands.deliveries.trigger_webhook(webhook_id, DEBUG_ADMIN)
         except NotFound as exc:
             return _json({"error": str(exc)}, status=404)
+        except Paused as exc:  # CONTRACT §16.4: as triggerCronWebhook
+            return _json({"error": str(exc)}, status=409)
         return _json({"delivery_id": delivery_id, "webhook_id": webhook_id})
 
 

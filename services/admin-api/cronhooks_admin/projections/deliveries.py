@@ -167,6 +167,9 @@ def skip_reason(p: DeliverySkipped) -> str:
     if p.reason == "cost_budget":
         # maxCostPerDay reached (CONTRACT §16.4: "shown as skipped with error `cost_budget`")
         return "cost_budget"
+    if p.reason == "paused":
+        # deliveries were paused (CONTRACT §16.4): shown as cost_budget's, the reason itself
+        return "paused"
     if p.reason == "chain_limit":
         # the trace reached CRONHOOKS_MAX_CHAIN_DELIVERIES (CONTRACT §11): the reason itself
         return "chain_limit"

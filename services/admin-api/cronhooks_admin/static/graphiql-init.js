@@ -1,9 +1,10 @@
 // Starts GraphiQL (graphiql/, loaded before this by graphiql.html) on admin-api's
 // POST /graphql. Every operation needs an admin token: it goes in the Headers tab, filled
-// in from the admin page's sign-in when this tab has one. Headers are not persisted.
+// in from the admin page's sign-in (localStorage of this origin, so also in a new tab).
+// Headers are not persisted by GraphiQL itself.
 "use strict";
 (function () {
-  const token = sessionStorage.getItem("cronhooks-token") || "";
+  const token = localStorage.getItem("cronhooks-token") || "";
   const headers = JSON.stringify({ Authorization: "Bearer " + (token || "<admin token>") }, null, 2);
   const app = React.createElement(GraphiQL, {
     fetcher: GraphiQL.createFetcher({ url: "/graphql" }),

@@ -1,11 +1,14 @@
-// The admin token (kept for this tab only) and POST /graphql with it.
+// The admin token and POST /graphql with it. The token is kept in localStorage (this
+// origin only, never in a URL) so that GraphiQL, opened from the page in a new tab, and
+// other tabs of the page are signed in too; signing out forgets it in every tab.
 const KEY = "cronhooks-token";
-let token = sessionStorage.getItem(KEY) || "";
+sessionStorage.removeItem(KEY);  // where earlier versions kept it
+let token = localStorage.getItem(KEY) || "";
 const signedOut = new Set();
 
 export function currentToken() { return token; }
-export function setToken(value) { token = value; sessionStorage.setItem(KEY, value); }
-export function clearToken() { token = ""; sessionStorage.removeItem(KEY); }
+export function setToken(value) { token = value; localStorage.setItem(KEY, value); }
+export function clearToken() { token = ""; localStorage.removeItem(KEY); }
 /** `callback` runs when the server refuses the token (401). */
 export function onSignedOut(callback) { signedOut.add(callback); }
 

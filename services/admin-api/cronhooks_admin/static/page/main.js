@@ -8,13 +8,14 @@ import { closeHistory, historyWebhook, runNow } from "./history.js";
 import { createApiKey, loadApiKeys } from "./api_keys.js";
 import { loadAgents } from "./agents.js";
 import { loadAlerts, openLinkedWebhook } from "./alerts.js";
+import { loadPause, pauseDeliveries, resumeDeliveries } from "./pause.js";
 
 const LIST_REFRESH_MS = 5000;
 let listTimer = null;
 
 async function refreshLists() {
   if (document.hidden || !currentToken()) return;
-  await Promise.all([loadWebhooks(), loadAgents(), loadApiKeys(), loadAlerts()]);
+  await Promise.all([loadPause(), loadWebhooks(), loadAgents(), loadApiKeys(), loadAlerts()]);
 }
 
 function showSignedOut() {
@@ -42,6 +43,8 @@ document.addEventListener("webhooks-changed", () => loadWebhooks());
 window.addEventListener("hashchange", () => openLinkedWebhook());
 document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshLists(); });
 $("#api-key-form").addEventListener("submit", createApiKey);
+$("#pause-form").addEventListener("submit", pauseDeliveries);
+$("#resume-deliveries").addEventListener("click", resumeDeliveries);
 $("#login").addEventListener("click", signIn);
 $("#token").addEventListener("keydown", e => { if (e.key === "Enter") signIn(); });
 $("#logout").addEventListener("click", () => { clearToken(); showSignedOut(); });
