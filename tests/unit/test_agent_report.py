@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from cronhooks_common import agent_report
+from cronhooks_common.agent_report import NOTHING, of_answer
 from cronhooks_common.events import AgentLog, CostAmount
-from cronhooks_dispatcher import agent_report
-from cronhooks_dispatcher.agent_report import NOTHING, of_answer
 from cronhooks_dispatcher.outcome import classify
 from cronhooks_dispatcher.sender import HttpResult
 

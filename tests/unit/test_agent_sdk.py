@@ -109,7 +109,7 @@ def test_sync_answer_reports_costs_and_logs_that_the_dispatcher_keeps() -> None:
     """CONTRACT §16.1: the SDK's costs and logs pass the dispatcher's rules unchanged."""
     from datetime import UTC, datetime
 
-    from cronhooks_dispatcher.agent_report import of_answer
+    from cronhooks_common.agent_report import of_answer
 
     at = datetime(2026, 2, 9, 9, 0, 3, tzinfo=UTC)
     answer = (

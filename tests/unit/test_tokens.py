@@ -93,3 +93,20 @@ def test_times_are_judged_by_the_injected_clock_not_the_wall_clock() -> None:
     # Issued in the future of the verifier's now (beyond the allowed skew): refused.
     with pytest.raises(TokenError, match="not yet valid"):
         TOKENS.verify(mint(now=NOW + timedelta(minutes=5)), now=NOW)
+
+
+def test_an_expired_token_passes_only_when_allowed_and_only_if_genuine() -> None:
+    """The run endpoints (CONTRACT §16.2) take an expired token while its run is RUNNING:
+    the signature and every claim are still checked; only the expiry is let through."""
+    later = NOW + timedelta(hours=5)
+    claims = TOKENS.verify(mint(), now=later, allow_expired=True)
+    assert claims.delivery_id == 42 and claims.expires_at <= later
+    other = ApiTokens(master_key="o" * 40, issuer="http://127.0.0.1:8080", ttl_seconds=3600)
+    forged = other.mint(
+        webhook_id=7, delivery_id=42, depth=1, read_patterns=["*"], write_patterns=["*"], now=NOW
+    )
+    header, body, signature = mint().split(".")
+    tampered = f"{header}.{body[:-2]}AA.{signature}"
+    for bad in (forged, tampered, _resigned(exp=1e300), _resigned(iat=10**12), "not.a.jwt"):
+        with pytest.raises(TokenError):
+            TOKENS.verify(bad, now=later, allow_expired=True)

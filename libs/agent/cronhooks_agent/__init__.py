@@ -5,6 +5,7 @@
 * `ChangeDelivery` — read a change-webhook delivery (the notes that changed);
 * `FireVerifier`, `fire_handler` — receive managed one-shot fires (`POST /api/cron/fire`),
   with `SqliteClaimStore` / `PostgresClaimStore` so that a fire runs at most once;
+* `Run`, `RunReport` — an asynchronous run (a `202` answer): heartbeat and report it;
 * `CronClient`, `AgentScheduler` — arm, cancel, list and reconcile one-shot triggers, with
   recurring jobs and an in-process fallback ticker.
 """
@@ -14,6 +15,7 @@ from cronhooks_agent.changes import ChangeDelivery, NoteChange
 from cronhooks_agent.claims import ClaimStore, PostgresClaimStore, SqliteClaimStore
 from cronhooks_agent.client import AuthRejected, CronClient, Diff, PlatformUnavailable
 from cronhooks_agent.fire import FireAuthError, FireVerifier, fire_handler
+from cronhooks_agent.runs import NoRun, Run, RunFinished, RunReport
 from cronhooks_agent.scheduler import AgentScheduler, Job
 from cronhooks_agent.webhooks import SignatureError, verify_webhook
 
@@ -28,10 +30,14 @@ __all__ = [
     "FireAuthError",
     "FireVerifier",
     "Job",
+    "NoRun",
     "NoteChange",
     "Patch",
     "PlatformUnavailable",
     "PostgresClaimStore",
+    "Run",
+    "RunFinished",
+    "RunReport",
     "SignatureError",
     "SqliteClaimStore",
     "SyncAnswer",

@@ -2,8 +2,9 @@
 §16.1 `costTotals`, §16.4 `maxCostPerDay`).
 
 `shared.daily_costs` is added to by whoever appends an event that reports costs, in the
-transaction of the append (the dispatcher, for attempts' outcomes): the sums are exactly
-what the event store holds, and a rolled-back append adds nothing. Costs count on the day
+transaction of the append (the dispatcher for attempts' outcomes, the importer for runs'
+reports, CONTRACT §16.2): the sums are exactly what the event store holds, and a
+rolled-back append adds nothing. Costs count on the day
 they are reported, the event's time in the webhook's zone — not the slot's day: an answer
 that comes after midnight is the next day's spending. The scheduler reads the day's sums
 to skip slots over a limit; admin-api reads them for `costTotals`. Retention never deletes

@@ -6,6 +6,7 @@ and put each event into the outbox so the relay publishes it once the transactio
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from uuid import UUID
@@ -103,7 +104,8 @@ async def append_many(
 ) -> list[Event]:
     """Append one event to each of many streams in one round trip (the scheduler's bursts).
 
-    Each item is (stream, expected_version, event, causation). All or nothing: if any
+    Each item is (stream, expected_version, event, causation); a stream may take several,
+    at consecutive versions. All or nothing: if any
     stream has moved, `ConcurrencyError` names the first such stream.
     """
     if not batch:
@@ -136,8 +138,11 @@ async def append_many(
         [c.actor for _, _, _, c in batch],
     )
     if len(rows) != len(batch):
-        written = {r["stream"] for r in rows}
-        missing = next(s for s, _, _, _ in batch if s not in written)
+        # A stream may take two events (a delivery's success and its run's start): the
+        # first whose events were not all written has moved.
+        written = Counter(r["stream"] for r in rows)
+        wanted = Counter(s for s, _, _, _ in batch)
+        missing = next(s for s in wanted if written[s] != wanted[s])
         raise ConcurrencyError(missing, next(v for s, v, _, _ in batch if s == missing))
     return [
         Event(

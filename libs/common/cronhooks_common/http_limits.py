@@ -27,7 +27,7 @@ from aiohttp.web_protocol import RequestHandler
 
 GRAPHQL_BODY_BYTES = 1 << 20  # admin-api POST /graphql
 AGENT_CRON_BODY_BYTES = 64 << 10  # admin-api POST /api/agent-cron/*
-TOKEN_API_BODY_BYTES = 2 << 20  # importer POST /api/notes and POST /graphql
+TOKEN_API_BODY_BYTES = 2 << 20  # importer POST /api/notes, /graphql and /api/runs/current*
 TEST_WEBHOOK_BODY_BYTES = 4 << 20  # admin-api /debug/test_webhook (dev mode): any delivery
 CLIENT_TIMEOUT_SECONDS = 30.0
 

@@ -42,11 +42,19 @@ def _moment(claims: Mapping[str, object], name: str, now: datetime) -> datetime:
 
 
 def _decode(
-    token: str, keys: Sequence[bytes], audience: str, issuer: str, now: datetime
+    token: str,
+    keys: Sequence[bytes],
+    audience: str,
+    issuer: str,
+    now: datetime,
+    *,
+    allow_expired: bool = False,
 ) -> tuple[dict[str, Any], datetime]:
     """The verified claims of an HS256 token for `audience`, and its expiry. `keys`: the
     current key first, then those of CRONHOOKS_SECRET_KEY_PREVIOUS (tokens minted before
-    a key rotation stay valid until they expire)."""
+    a key rotation stay valid until they expire). The signature and every claim are
+    checked first; `allow_expired` then lets an `exp` that has passed through (the caller
+    bounds it otherwise)."""
     for key in keys:
         claims = _verified(token, key, audience, issuer)
         if claims is not None:
@@ -54,7 +62,7 @@ def _decode(
     else:
         raise TokenError("Signature verification failed")
     expires = _moment(claims, "exp", now)
-    if expires <= now:
+    if expires <= now and not allow_expired:
         raise TokenError("token has expired")
     if _moment(claims, "iat", now) > now + CLOCK_SKEW:
         raise TokenError("token is not yet valid (iat)")
@@ -141,8 +149,13 @@ class ApiTokens:
             claims["trace"] = trace
         return jwt.encode(claims, self._key, algorithm=ALGORITHM)
 
-    def verify(self, token: str, *, now: datetime) -> ApiClaims:
-        claims, expires = _decode(token, self._keys, AUDIENCE, self._issuer, now)
+    def verify(self, token: str, *, now: datetime, allow_expired: bool = False) -> ApiClaims:
+        """The claims of a genuine token; `TokenError` otherwise. `allow_expired`: only
+        for the run endpoints (CONTRACT §16.2), which accept an expired token while its
+        run is RUNNING (`ApiClaims.expires_at` says whether it has expired)."""
+        claims, expires = _decode(
+            token, self._keys, AUDIENCE, self._issuer, now, allow_expired=allow_expired
+        )
         try:
             return ApiClaims(
                 subject=str(claims["sub"]),

@@ -24,8 +24,9 @@ A delivery's steps, in order:
    (alerts.py).
 
 The other handlers: finish.py (the importer's verdict on an attempt's note changes; a
-delivery the scheduler ended), health.py (a webhook re-enabled or deleted), fire.py
-(`trigger.requested`: call an agent back). alert_sink.py POSTs alert events to the
+delivery the scheduler ended), runs.py (a run's end, `run.finished`: lanes and health),
+health.py (a webhook re-enabled or deleted), fire.py (`trigger.requested`: call an agent
+back). alert_sink.py POSTs alert events to the
 operator's URL. All SQL is in queries.py. Retries are durable timers in the scheduler.
 """
 
@@ -41,6 +42,7 @@ from cronhooks_common.events import (
     DeliveryRequested,
     NotesImported,
     NotesRejected,
+    RunFinished,
     TriggerRequested,
     WebhookDeleted,
     WebhookUpdated,
@@ -49,7 +51,7 @@ from cronhooks_common.handlers import Handlers
 from cronhooks_common.service import Runtime
 from cronhooks_common.targets import connector_kwargs
 from cronhooks_common.tokens import ApiTokens
-from cronhooks_dispatcher import deliver, finish, fire, health, queries
+from cronhooks_dispatcher import deliver, finish, fire, health, queries, runs
 from cronhooks_dispatcher.alert_sink import AlertSink
 from cronhooks_dispatcher.alerts import AlertPolicy
 from cronhooks_dispatcher.context_notes import ContextNoteLoader
@@ -68,6 +70,7 @@ HANDLERS = Handlers[Call](
         NotesImported: finish.finish_imported,
         NotesRejected: finish.finish_rejected,
         DeliveryFailed: finish.release_ended,  # final when the scheduler ends a delivery
+        RunFinished: runs.finish_run,  # a run's end releases its lanes, counts its health
         WebhookUpdated: health.reset_health,
         WebhookDeleted: health.forget_health,  # resolves its open alert
         TriggerRequested: fire.call_back,
@@ -81,6 +84,7 @@ ENDINGS = Handlers[Fault](
         DeliveryReleased: deliver.fail_request,
         NotesImported: finish.fail_waiting_attempt,
         NotesRejected: finish.fail_waiting_attempt,
+        RunFinished: runs.release_by_fault,  # its lanes go on all the same
         TriggerRequested: fire.fail_fire,
     }
 )

@@ -40,12 +40,12 @@ from cronhooks_common.events import (
 from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.traces import delivery_ref, trace_of, traceparent
 from cronhooks_common.webhook_keys import SealedKeys
-from cronhooks_dispatcher import context_notes, payload, sender
+from cronhooks_dispatcher import context_notes, payload, runs, sender
 from cronhooks_dispatcher.admit import admit
+from cronhooks_dispatcher.attempt import Attempt
 from cronhooks_dispatcher.deps import Call, Deps, Fault
 from cronhooks_dispatcher.outcome import classify
 from cronhooks_dispatcher.record import (
-    Attempt,
     Record,
     changes_received,
     failed_by_fault,
@@ -148,7 +148,8 @@ def _judged(event: Event, attempt: Attempt, result: sender.HttpResult, now: date
     if judged.succeeded and judged.changes is not None:
         return changes_received(event, attempt, judged.changes)
     retry_at = next_attempt_at(attempt.request.attempt, result.retry_after, now)
-    return finished(event, attempt, judged, retry_at)
+    # a 202 to a request with a token: the delivery succeeded and its run started (§16.2)
+    return runs.started(finished(event, attempt, judged, retry_at), now)
 
 
 def _failed_by_fault(deps: Deps, event: Event, attempt: Attempt, error: Exception) -> Record:

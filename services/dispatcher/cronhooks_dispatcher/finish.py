@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from cronhooks_common import agent_report
 from cronhooks_common.consumer import claim_event
 from cronhooks_common.events import (
     Causation,
@@ -24,11 +25,12 @@ from cronhooks_common.events import (
     NotesRejected,
 )
 from cronhooks_common.faults import ABANDONED
-from cronhooks_dispatcher import agent_report, handon, outcome, queries, waiting
+from cronhooks_dispatcher import handon, outcome, queries, waiting
+from cronhooks_dispatcher.attempt import Attempt
 from cronhooks_dispatcher.deps import Call, Fault
 from cronhooks_dispatcher.health import Health
 from cronhooks_dispatcher.outcome import Outcome
-from cronhooks_dispatcher.record import Attempt, failed_by_fault, finished
+from cronhooks_dispatcher.record import failed_by_fault, finished
 from cronhooks_dispatcher.retry import next_attempt_at
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cronhooks_common import json_input
+from cronhooks_common import agent_report, json_input
+from cronhooks_common.agent_report import AgentReport
 from cronhooks_common.events import ChangeRefused, storable, storable_json
-from cronhooks_dispatcher import agent_report
-from cronhooks_dispatcher.agent_report import AgentReport
 from cronhooks_dispatcher.sender import HttpResult
 
 EXCERPT = 200

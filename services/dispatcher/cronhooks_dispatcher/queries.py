@@ -1,9 +1,9 @@
 """Every SQL statement of the dispatcher, in the order of a delivery's steps: look up
 (lookup.py), admit (admit.py), keep attempts that wait for the importer (waiting.py),
 hand lanes on (handon.py), then health and alerts (health.py, alerts.py), the alert sink
-(alert_sink.py) and attached notes (context_notes.py). Its own tables are `dispatcher.*`
-(migrations/); of others it reads `eventstore.events`, `shared.webhook_secrets` and
-`shared.context_notes`."""
+(alert_sink.py), attached notes (context_notes.py) and runs (runs.py). Its own tables are
+`dispatcher.*` (migrations/); of others it reads `eventstore.events`, `shared.webhook_secrets` and
+`shared.context_notes`, and it starts `shared.runs` rows."""
 
 from __future__ import annotations
 
@@ -231,4 +231,18 @@ select i, path, content, content_hash, before + size <= $2 as fits
 from running
 where before <= $2
 order by i, path collate "C"
+"""
+
+
+# --- runs (runs.py, CONTRACT §16.2) ----------------------------------------------------
+
+# A run's row, written with its run.started (the importer writes the rest of its life).
+# A redelivered answer's record is refused by the inbox before this: `do nothing` only
+# guards a row someone wrote by hand.
+START_RUNS = """
+insert into shared.runs (delivery_id, webhook_id, kind, started_at, deadline, timeout_seconds,
+                         timezone, trace, stream_version)
+select * from unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[],
+                     $5::timestamptz[], $6::int[], $7::text[], $8::text[], $9::int[])
+on conflict (delivery_id) do nothing
 """

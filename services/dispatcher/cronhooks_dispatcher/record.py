@@ -25,6 +25,7 @@ import structlog
 from prometheus_client import Counter
 
 from cronhooks_common import eventstore
+from cronhooks_common.agent_report import NOTHING, event_fields
 from cronhooks_common.clock import Clock, iso
 from cronhooks_common.consumer import claim_events
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
@@ -38,13 +39,12 @@ from cronhooks_common.events import (
     DeliverySucceeded,
     Event,
     NewEvent,
-    RequestFields,
     storable,
 )
 from cronhooks_common.faults import internal_error
-from cronhooks_dispatcher import handon, health, queries, spending, waiting
-from cronhooks_dispatcher.agent_report import NOTHING, AgentReport, event_fields
+from cronhooks_dispatcher import handon, health, queries, runs, spending, waiting
 from cronhooks_dispatcher.alerts import AlertPolicy
+from cronhooks_dispatcher.attempt import Attempt
 from cronhooks_dispatcher.health import Health
 from cronhooks_dispatcher.outcome import Outcome
 
@@ -52,20 +52,6 @@ log = structlog.get_logger(__name__)
 
 MAX_BATCH = 500
 DELIVERIES = Counter("cronhooks_dispatcher_deliveries_total", "Finished deliveries", ["outcome"])
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Attempt:
-    """What one HTTP attempt sent and got."""
-
-    request: RequestFields  # a request, or a release (which names the group it holds)
-    started_at: datetime
-    request_body: str  # as sent, api_token redacted, cut at 64 KiB
-    response_status: int | None
-    response_body: str | None
-    duration_ms: int
-    request_body_truncated: bool = False
-    report: AgentReport = NOTHING  # the answer's costs and logs (§16.1)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,6 +64,9 @@ class Record:
     release: tuple[int, int] | None = None  # (webhook_id, delivery_id) of a finished delivery
     group_release: bool = False  # ...that may hold an execution group's lane
     health: Health | None = None
+    # what follows `event` on its stream in the same append: a 202 to a request with a
+    # token starts a run (runs.py); its delivery keeps its lanes and is not counted yet
+    then: NewEvent | None = None
 
     @property
     def causation(self) -> Causation:
@@ -259,6 +248,7 @@ class RecordWriter:
             # the delivery meanwhile): its outcome was not recorded, so it keeps, releases
             # and counts nothing.
             fresh = [r for r in fresh if r.cause.stream not in moved]
+            await runs.insert(conn, fresh)  # the runs 202 answers started (§16.2)
             await spending.count(conn, fresh, now)  # what the answers cost, by day (§16.4)
             # An attempt that waits for the importer's verdict is kept until it comes.
             await waiting.keep(conn, [r.attempt for r in fresh if r.waits and r.attempt])
@@ -277,6 +267,10 @@ class RecordWriter:
 async def _append(conn: asyncpg.Connection, records: list[Record], now: datetime) -> set[str]:
     """Append each record's event after its cause; the streams that had moved on."""
     appends = [(r.cause.stream, r.cause.version, r.event, r.causation) for r in records]
+    # a run's start follows its delivery's success, one version later
+    appends += [
+        (r.cause.stream, r.cause.version + 1, r.then, r.causation) for r in records if r.then
+    ]
     moved: set[str] = set()
     while appends:
         try:

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 import asyncpg
 import msgspec
 
+from cronhooks_common import agent_report
 from cronhooks_common.events import DeliveryReleased, DeliveryRequested, RequestFields
-from cronhooks_dispatcher import agent_report, queries
+from cronhooks_dispatcher import queries
 
 if TYPE_CHECKING:  # the type only: record.py imports this module
-    from cronhooks_dispatcher.record import Attempt
+    from cronhooks_dispatcher.attempt import Attempt
 
 
 async def keep(conn: asyncpg.Connection, attempts: Sequence[Attempt]) -> None:

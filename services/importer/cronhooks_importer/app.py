@@ -9,7 +9,10 @@
    GraphQL (agent_graphql.py), both through agent_notes.py, with callers.py and scopes.py
    saying who calls and what their webhook allows now; writes take the same write path
    (imports.py) and close with the verdict on a `push-{uuid}` stream.
-3. Change webhooks: change_matcher.py tails the committed `webhook.*` and `note.changed`
+3. Runs of asynchronous agents (CONTRACT §16.2): the agent reports its run and heartbeats
+   through the token API (runs_api.py → runs.py); run_sweep.py ends the runs whose
+   deadline passed.
+4. Change webhooks: change_matcher.py tails the committed `webhook.*` and `note.changed`
    events; change_step.py (routed by `MATCHING`) keeps the change webhooks, judges each
    note batch by change_index.py and requests its deliveries (`delivery.requested`).
 
@@ -34,6 +37,9 @@ from cronhooks_importer.api import add_token_api
 from cronhooks_importer.callers import Callers
 from cronhooks_importer.chain_limit import ChainPolicy
 from cronhooks_importer.change_matcher import ChangeMatcher
+from cronhooks_importer.run_sweep import RunSweep
+from cronhooks_importer.runs import Runs
+from cronhooks_importer.runs_api import add_run_api
 from cronhooks_importer.scopes import WebhookScopes
 
 
@@ -62,6 +68,8 @@ class Importer:
         notes = AgentNotes(pool=runtime.pool, clock=clock)
         add_token_api(runtime.http, notes=notes, callers=callers)
         add_agent_graphql(runtime.http, notes=notes, callers=callers)
+        add_run_api(runtime.http, runs=Runs(runtime.pool, clock), callers=callers)
+        self.sweep = RunSweep(runtime.pool, clock)
 
         async def handle(conn: asyncpg.Connection, event: Event) -> None:
             await HANDLERS.handle(Importing(conn, clock), event)
@@ -83,8 +91,10 @@ class Importer:
     async def start(self) -> None:
         await self.consumer.start()
         await self.matcher.start()
+        self.sweep.start()
 
     async def stop(self) -> None:
+        await self.sweep.stop()
         await self.matcher.stop()
         await self.consumer.stop()
 

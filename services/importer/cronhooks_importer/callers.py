@@ -106,6 +106,10 @@ class Callers:
             raise Unauthorized(f"invalid api_token: {exc}") from None
         return await _token_caller(token, claims, self.scopes)
 
+    async def token_caller(self, token: str, claims: ApiClaims) -> Caller:
+        """The caller of a verified api_token; `Unauthorized` when its webhook is gone."""
+        return await _token_caller(token, claims, self.scopes)
+
     def _admin_caller(self, token: str) -> Caller:
         """An admin's own note write, forwarded by admin-api: depth 0, every path."""
         try:

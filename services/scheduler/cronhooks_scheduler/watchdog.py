@@ -16,7 +16,7 @@ sets (`RULES`, by the event's type; any other type keeps the deadline) —
 * attempt failed: the retry's `retry_at` plus the timeout plus GRACE;
 * queued (DELAY, an execution group): none — it waits for another delivery, which has a
   deadline of its own; its release starts its clock;
-* succeeded, failed, skipped: finished, the row goes.
+* succeeded, failed, skipped, a run's events (a run's deadline is the importer's): finished.
 
 Reads come every POLL at most, so a delivery that starts and ends between two reads (nearly
 all of them) never costs a row. A row past its deadline is abandoned by appending to the
@@ -41,7 +41,7 @@ import asyncpg
 import structlog
 from prometheus_client import Counter
 
-from cronhooks_common import eventstore, pause
+from cronhooks_common import events, eventstore, pause
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import (
@@ -142,6 +142,7 @@ _RULES: dict[type[Payload], Rule] = {
 }
 # By event type; any other type keeps the deadline.
 RULES = {cls.TYPE: rule for cls, rule in _RULES.items()}
+RULES.update(dict.fromkeys((events.RunStarted.TYPE, events.RunFinished.TYPE), _finishes))
 
 
 def follow(watch: Watch | None, row: Any) -> Watch | None:

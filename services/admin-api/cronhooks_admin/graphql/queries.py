@@ -12,19 +12,34 @@ select * from admin.webhooks where kind = $1 and disabled_at is null order by cr
 WEBHOOK = "select * from admin.webhooks where id = $1 and kind = $2 and disabled_at is null"
 
 # consecutiveFailures: failed deliveries since the later of the last success and the last
-# re-enable. Derived from the deliveries, so it does not depend on event order.
+# re-enable. Derived from the deliveries, so it does not depend on event order. A delivery
+# whose 202 started a run (CONTRACT §16.2, shared.runs) ends with its run, at its
+# `finished_at`: FAILED and TIMED_OUT are failures, SUCCEEDED a success, RUNNING neither.
+# Each branch walks an index of one webhook (deliveries_finished; runs_webhook).
 FAILURES = """
 select w.id, (
-    select count(*) from admin.deliveries d
-    where d.cron_webhook_id = w.id and d.status = 'failed'
-      and d.completed_at > coalesce(w.failures_reset_at, '-infinity')
-      and (d.completed_at, d.id) > coalesce(
-          (select (s.completed_at, s.id) from admin.deliveries s
-           where s.cron_webhook_id = w.id and s.status = 'success'
-           order by s.completed_at desc, s.id desc limit 1),
-          ('-infinity'::timestamptz, 0::bigint))
+    select count(*) from (
+        select d.completed_at as at, d.id from admin.deliveries d
+        where d.cron_webhook_id = w.id and d.status = 'failed'
+        union all
+        select r.finished_at, r.delivery_id from shared.runs r
+        where r.webhook_id = w.id and r.state in ('FAILED', 'TIMED_OUT')
+    ) f
+    where f.at > coalesce(w.failures_reset_at, '-infinity') and (f.at, f.id) > l.success
 ) as failures
-from admin.webhooks w where w.id = any($1::bigint[])
+from admin.webhooks w
+cross join lateral (
+    select greatest(
+        (select (s.completed_at, s.id) from admin.deliveries s
+         where s.cron_webhook_id = w.id and s.status = 'success'
+           and not exists (select 1 from shared.runs x where x.delivery_id = s.id)
+         order by s.completed_at desc, s.id desc limit 1),
+        (select (r.finished_at, r.delivery_id) from shared.runs r
+         where r.webhook_id = w.id and r.state = 'SUCCEEDED'
+         order by r.finished_at desc, r.delivery_id desc limit 1),
+        ('-infinity'::timestamptz, 0::bigint)) as success
+) l
+where w.id = any($1::bigint[])
 """
 
 

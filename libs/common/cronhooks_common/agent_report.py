@@ -4,8 +4,9 @@ there, the report keeps what follows the rules and names (in `warn` entries of o
 appended to the logs) what it dropped; nothing here raises, and a bad report never fails
 an attempt.
 
-The importer will take the same rules for the reports of asynchronous runs (§16.2): this
-module then moves to libs/common (it has one user until then: house rule, test_layers).
+Two users: the dispatcher (the answers of attempts) and the importer (the reports and
+heartbeats of asynchronous runs, §16.2, whose logs grow under the same limits: its
+run_logs.py takes the pieces).
 """
 
 from __future__ import annotations
@@ -85,13 +86,13 @@ def of_answer(answer: dict[str, Any]) -> AgentReport:
     logs = answer.get("logs")
     if costs is None and logs is None:
         return NOTHING
-    warnings = _Warnings()
+    warnings = Warnings()
     kept_logs = sanitise_logs(logs, warnings) if logs is not None else []
     kept_costs = sanitise_costs(costs, warnings) if costs is not None else []
     return AgentReport(tuple(kept_costs), tuple(kept_logs + warnings.entries()))
 
 
-class _Warnings:
+class Warnings:
     """What was dropped, each named once, up to MAX_NAMED; then one entry counts the rest."""
 
     def __init__(self) -> None:
@@ -115,10 +116,10 @@ def warn(msg: str) -> AgentLog:
     return AgentLog(ts=None, level="warn", msg=msg)
 
 
-def sanitise_costs(value: object, warnings: _Warnings) -> list[CostAmount]:
+def sanitise_costs(value: object, warnings: Warnings) -> list[CostAmount]:
     """The valid entries of `costs`, in the object's order, at most MAX_UNITS."""
     if not isinstance(value, dict):
-        warnings.add(f"costs dropped: must be an object, not {_json_type(value)}")
+        warnings.add(f"costs dropped: must be an object, not {json_type(value)}")
         return []
     kept: list[CostAmount] = []
     for unit, amount in value.items():
@@ -137,7 +138,7 @@ def _bad_cost(unit: str, amount: object) -> str | None:
         return "unit names are 1-64 characters of [A-Za-z0-9_.:-]"
     # bool is an int to Python, not a number to JSON; a huge int has no float
     if isinstance(amount, bool) or not isinstance(amount, (int, float)):
-        return f"amount must be a number, not {_json_type(amount)}"
+        return f"amount must be a number, not {json_type(amount)}"
     try:
         number = float(amount)
     except OverflowError:
@@ -147,21 +148,21 @@ def _bad_cost(unit: str, amount: object) -> str | None:
     return None
 
 
-def sanitise_logs(value: object, warnings: _Warnings) -> list[AgentLog]:
+def sanitise_logs(value: object, warnings: Warnings) -> list[AgentLog]:
     """The well-formed entries of `logs`, in order, within the entry and byte limits; an
     entry saying how many did not fit ends them when some did not."""
     if not isinstance(value, list):
-        warnings.add(f"logs dropped: must be an array, not {_json_type(value)}")
+        warnings.add(f"logs dropped: must be an array, not {json_type(value)}")
         return []
     kept: list[AgentLog] = []
     size = 2  # the brackets of the kept entries' JSON array
     for index, item in enumerate(value):
-        entry, reason = _entry(item)
+        entry, reason = entry_of(item)
         if entry is None:
             warnings.add(f"logs[{index}] dropped: {reason}")
             continue
         # ", " never: compact JSON, one comma between entries
-        grown = size + len(_compact(entry)) + (1 if kept else 0)
+        grown = size + len(compact(entry)) + (1 if kept else 0)
         if len(kept) >= MAX_LOG_ENTRIES or grown > MAX_LOG_BYTES:
             dropped = len(value) - index
             kept.append(
@@ -176,10 +177,10 @@ def sanitise_logs(value: object, warnings: _Warnings) -> list[AgentLog]:
     return kept
 
 
-def _entry(item: object) -> tuple[AgentLog | None, str]:
+def entry_of(item: object) -> tuple[AgentLog | None, str]:
     """One log entry as recorded, or None and why it is dropped."""
     if not isinstance(item, dict):
-        return None, f"an entry must be an object, not {_json_type(item)}"
+        return None, f"an entry must be an object, not {json_type(item)}"
     level, msg = item.get("level"), item.get("msg")
     if not isinstance(level, str):
         return None, "level must be a string"
@@ -221,7 +222,7 @@ def _finite(value: object) -> bool:
     return True
 
 
-def _compact(entry: AgentLog) -> bytes:
+def compact(entry: AgentLog) -> bytes:
     record = {"ts": entry.ts, "level": entry.level, "msg": entry.msg, "data": entry.data}
     return jsonfast.dumps_bytes(record)
 
@@ -232,7 +233,7 @@ def _quoted(unit: str) -> str:
     return storable(json.dumps(shown, ensure_ascii=False))
 
 
-def _json_type(value: object) -> str:
+def json_type(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
