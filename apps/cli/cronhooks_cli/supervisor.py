@@ -1,12 +1,13 @@
 """`cronhooks up`: migrate, then run every service as a child process and keep it running.
 
 For local use. Ports another process listens on (a second clone's `make up` while the
-first runs) end it before anything starts, in one line (ports.py). A child that exits is restarted (with backoff), unless it exits with a
-configuration error (a wrong CRONHOOKS_SECRET_KEY, queues that do not fit): then every
-child is stopped and `up` ends with which service failed and its line. SIGINT/SIGTERM
-stop the children with SIGTERM (they drain) and wait for them. With a log file (`make up`
-names one), migrations, the services' logs and its own go there, so the terminal keeps
-only the quick start, which comes last, or the lines saying why a service stopped.
+first runs) end it before anything starts, in one line (ports.py). A child that exits is
+restarted (with backoff), unless it exits with a configuration error (a wrong
+CRONHOOKS_SECRET_KEY, queues that do not fit): then every child is stopped and `up` ends
+with which service failed and its line. SIGINT/SIGTERM stop the children with SIGTERM
+(they drain) and wait for them. With a log file (`make up` names one), migrations, the
+services' logs and its own go there, so the terminal keeps only the quick start, which
+comes last, or the lines saying why a service stopped.
 """
 
 from __future__ import annotations
