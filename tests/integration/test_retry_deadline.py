@@ -2,8 +2,8 @@
 loopback that keeps failing and the test's clock: checked and kept on both kinds of
 webhook, a delivery that fails with `retry deadline passed` while maxRetries would allow
 more (its attempts' log still saying what failed), one without a deadline that keeps
-retrying, a change delivery whose Retry-After would take it past the deadline, and the
-read models rebuilt equal."""
+retrying, a change delivery whose Retry-After would take it past the deadline, a
+scheduled slot whose retries count from its request, and the read models rebuilt equal."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from cronhooks_common.clock import iso
 from tests.support.agent import Received
 from tests.support.flows import (
     create_change_webhook,
@@ -23,9 +24,10 @@ from tests.support.flows import (
     finished,
     push_notes,
     retry_due,
+    scheduler_applied,
     trigger,
 )
-from tests.support.inprocess import eventually
+from tests.support.inprocess import eventually, window_start
 from tests.support.projections import TABLES, quiet, rebuild, snapshot
 from tests.support.system import System
 
@@ -200,3 +202,35 @@ async def test_a_change_deliverys_retry_after_past_the_deadline_ends_it(
     assert ended["attempts"][0]["errorMessage"] == "HTTP 500: busy"
     assert await retry_due(system.dsn, got.body["id"]) is None
     assert hook
+
+
+@pytest.mark.system(start=window_start)
+async def test_a_slots_deadline_counts_from_its_request(system: System) -> None:
+    hook, _ = await create_webhook(
+        system,
+        system.admin,
+        system.agent.url_for("down", down),
+        cronSchedule="*/5 * * * *",
+        maxRetries=5,
+        retryDeadlineSeconds=60,
+    )
+    await scheduler_applied(system.dsn, [hook])
+    _, body = await system.graphql(system.admin, f"{{ cronWebhook(id: {hook}) {{ nextRunAt }} }}")
+    slot = datetime.fromisoformat(body["data"]["cronWebhook"]["nextRunAt"])
+    system.clock.set(slot)
+    [got] = await system.agent.wait_for(1, name="down")
+    delivery_id = got.body["id"]
+    assert got.body["trigger"] == "schedule"
+    for seconds in (10, 40):
+        await retry_at(system, delivery_id, slot + timedelta(seconds=seconds))
+        system.clock.set(slot + timedelta(seconds=seconds))
+    ended = await finished(system, system.admin, delivery_id)
+    assert (ended["status"], ended["attempt"], ended["error"]) == (
+        "failed",
+        3,
+        "retry deadline passed",
+    )
+    # the retries carried the slot's request time on (none of them moved the deadline)
+    events = await events_of(system.dsn, f"delivery-{delivery_id}")
+    requests = [e["data"] for e in events if e["type"] == "delivery.requested"]
+    assert [r.get("requested_at") for r in requests] == [None, iso(slot), iso(slot)]
