@@ -40,7 +40,7 @@ from cronhooks_common.events import (
 from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.traces import delivery_ref, trace_of, traceparent
 from cronhooks_common.webhook_keys import SealedKeys
-from cronhooks_dispatcher import context_notes, payload, runs, sender
+from cronhooks_dispatcher import context_notes, deadline, payload, runs, sender
 from cronhooks_dispatcher.admit import admit
 from cronhooks_dispatcher.attempt import Attempt
 from cronhooks_dispatcher.deps import Call, Deps, Fault
@@ -122,6 +122,7 @@ async def _attempt(call: Call, event: Event, request: RequestFields, started_at:
     """One HTTP attempt of `request`, recorded after `event` (the request, or the
     release of a queued delivery) on the delivery's stream."""
     deps = call.deps
+    request = deadline.stamped(request, event.occurred_at)  # its retries' deadline (§17)
     attempt, result = await send(deps, request, call.sealed_secret, started_at)
     try:
         ended = _judged(event, attempt, result, deps.clock.now())
