@@ -1,7 +1,7 @@
-"""Runs (CONTRACT §16.2) under kill -9 of the importer (part of the fault suite), the
-services as processes on the real clock: no acknowledged report is lost and none ends its
-run twice, and a run whose deadline passed while the importer was down times out exactly
-once when it is back."""
+"""Runs (CONTRACT §16.2) under kill -9 (part of the fault suite), the services as
+processes on the real clock: no acknowledged report is lost and none ends its run twice
+when the importer is killed; a run whose deadline passed while the importer, or every
+service with the scheduler, was down times out exactly once when they are back."""
 
 from __future__ import annotations
 
@@ -182,5 +182,61 @@ async def test_a_deadline_that_passes_while_the_importer_is_down_times_out_once(
                     break
                 await asyncio.sleep(0.05)
             assert failures == 1
+        finally:
+            await conn.close()
+
+
+async def test_a_deadline_that_passes_while_every_service_is_down_times_out_once(
+    settings: Settings, agent: Agent
+) -> None:
+    """kill -9 of all four services (the scheduler among them) across a run's deadline:
+    when they are back the run times out exactly once, is counted once, and is not left
+    RUNNING; the scheduler's watchdog does not end its delivery a second time."""
+    runner = AsyncAgent(agent)
+    async with cluster(settings) as c:
+        [(delivery_id, _)] = (await start_runs(c, runner, settings.database_url, 1)).items()
+        for service in ("scheduler", "dispatcher", "importer", "admin-api"):
+            await kill_9(c, service)
+        conn = await asyncpg.connect(settings.database_url)
+        try:
+            deadline = await conn.fetchval(
+                "update shared.runs set deadline = now() - interval '2 seconds'"
+                " where delivery_id = $1 returning deadline",
+                delivery_id,
+            )
+            for service in ("scheduler", "dispatcher", "importer", "admin-api"):
+                await restart(c, service)
+            for _ in range(200):  # within 10 s of the start
+                row = await conn.fetchrow(
+                    "select state, finished_at from shared.runs where delivery_id = $1",
+                    delivery_id,
+                )
+                if row["state"] != "RUNNING":
+                    break
+                await asyncio.sleep(0.05)
+            assert row["state"] == "TIMED_OUT" and row["finished_at"] == deadline
+            for _ in range(200):
+                failures = await conn.fetchval(
+                    "select consecutive_failures from dispatcher.webhook_health"
+                )
+                if failures == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert failures == 1
+            # the scheduler killed again: its restart (and watchdog) ends nothing twice
+            await kill_9(c, "scheduler")
+            await restart(c, "scheduler")
+            await asyncio.sleep(2)
+            assert len((await ends_of(settings.database_url, [delivery_id]))[delivery_id]) == 1
+            ended = await conn.fetchval(
+                "select count(*) from eventstore.events where delivery_id = $1"
+                " and type in ('delivery.failed', 'delivery.succeeded')",
+                delivery_id,
+            )
+            assert ended == 1  # its one success (the 202); the run's end is run.finished
+            assert (
+                await conn.fetchval("select consecutive_failures from dispatcher.webhook_health")
+                == 1
+            )
         finally:
             await conn.close()

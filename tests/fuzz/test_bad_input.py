@@ -72,8 +72,11 @@ odd_text = st.one_of(
 )
 odd_int = st.one_of(
     st.integers(-10, 1000),
-    # 3600/3601: jitterSeconds' bounds; 10**6 + 1: beyond maxDeliveriesPerDay's
-    st.sampled_from([-(2**31), 2**31 - 1, 0, 1, 900, 901, 3600, 3601, 10**6 + 1]),
+    # 3600/3601: jitterSeconds' bounds; 10**6 + 1: beyond maxDeliveriesPerDay's; 59/60,
+    # 604800/604801: retryDeadlineSeconds' (CONTRACT §17)
+    st.sampled_from(
+        [-(2**31), 2**31 - 1, 0, 1, 59, 60, 900, 901, 3600, 3601, 604800, 604801, 10**6 + 1]
+    ),
 )
 odd_value = st.one_of(
     odd_text,
@@ -105,6 +108,7 @@ CREATE_FIELDS = [
     "executionGroup",
     "jitterSeconds",
     "maxDeliveriesPerDay",
+    "retryDeadlineSeconds",
     "idempotencyKey",
 ]
 
@@ -541,6 +545,7 @@ CHANGE_FIELDS = [
     "writePatterns",
     "enabled",
     "description",
+    "retryDeadlineSeconds",
     "idempotencyKey",
 ]
 odd_patterns = st.one_of(st.lists(odd_text, max_size=4), odd_value)

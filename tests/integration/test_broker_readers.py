@@ -82,6 +82,9 @@ async def test_a_readers_queues_are_bounded_and_remove_reader_deletes_everything
         code, out, err = await cli(settings, "broker", "add-reader", user, "--max-length", "5")
         assert code == 0, err
         assert "at most 5 messages each" in out
+        # events.md shows this output for `add-reader billing` (the default 10000)
+        [shown] = re.findall(r"^# (user billing: .*)$", EVENTS_MD, re.M)
+        assert out.splitlines()[0] == shown.replace("billing", user).replace("10000", "5")
         password = out.strip().splitlines()[-1]
         await asyncio.to_thread(_subscribe_and_publish, amqp_url, user, password, 12)
         async with aiohttp.ClientSession(headers=rabbit.AUTH) as session:

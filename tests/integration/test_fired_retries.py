@@ -46,10 +46,10 @@ CHANGE = {
 
 
 async def delivery(
-    pool: asyncpg.Pool, webhook_id: int, first: dict[str, Any], *, error: str
+    pool: asyncpg.Pool, webhook_id: int, first: dict[str, Any], *, error: str, **more: Any
 ) -> tuple[str, int]:
-    """A delivery whose first attempt failed, its retry due now: the failed attempt goes
-    through the scheduler's handler, which makes the retry timer."""
+    """A delivery whose first attempt failed, its retry due now: the failed attempt (with
+    `more` keys) goes through the scheduler's handler, which makes the retry timer."""
     delivery_id = await pool.fetchval("select nextval('eventstore.delivery_ids')")
     stream = f"delivery-{delivery_id}"
     fields = {
@@ -71,6 +71,7 @@ async def delivery(
             "error": error,
             "retry_at": iso(NOW),
             "next_attempt": 2,
+            **more,
         },
     )
     requested = NewEvent("delivery.requested", {**fields, **first})
@@ -113,7 +114,11 @@ async def test_retries_their_cancellations_and_a_change_deliverys(pool: asyncpg.
         "batch_id": batch,
         "changes": changes,
     }
-    changed, changed_id = await delivery(pool, 9, change, error="timeout")
+    # CONTRACT §17: the request time its retry deadline counts from goes on to the retry
+    requested_at = iso(NOW - MIN)
+    changed, changed_id = await delivery(
+        pool, 9, change, error="timeout", requested_at=requested_at
+    )
     assert (await timers(pool))[f"retry:{live_id}"] == (
         "retry",
         NOW,
@@ -200,6 +205,7 @@ async def test_retries_their_cancellations_and_a_change_deliverys(pool: asyncpg.
             "depth": 1,
             "batch_id": batch,
             "changes": changes,
+            "requested_at": requested_at,
         },
     )
     assert await timers(pool) == {}

@@ -252,8 +252,9 @@ def test_a_change_delivery_is_requested_with_every_key() -> None:
         },
     }
     # every key but the zone a cron webhook's costs count in (CONTRACT §16.4): UTC's days;
-    # and runTimeoutSeconds, which this configuration (written before it) lacks: 3600
-    unset = {"timezone", "run_timeout_seconds"}
+    # and runTimeoutSeconds and retryDeadlineSeconds (§17), which this configuration
+    # (written before them) lacks: 3600 and none
+    unset = {"timezone", "run_timeout_seconds", "retry_deadline_seconds"}
     assert set(data["target"]) == set(Target.__struct_fields__) - unset
     cut = NewEvent.of(requested(_match(True), 12)).data
     assert cut["content_truncated"] is True and cut["changes"][0]["content"] is None

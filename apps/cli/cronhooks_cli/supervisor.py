@@ -1,11 +1,13 @@
 """`cronhooks up`: migrate, then run every service as a child process and keep it running.
 
-For local use. A child that exits is restarted (with backoff), unless it exits with a
-configuration error (a wrong CRONHOOKS_SECRET_KEY, queues that do not fit): then every
-child is stopped and `up` ends with which service failed and its line. SIGINT/SIGTERM
-stop the children with SIGTERM (they drain) and wait for them. With a log file (`make up`
-names one), migrations, the services' logs and its own go there, so the terminal keeps
-only the quick start, which comes last, or the lines saying why a service stopped.
+For local use. Ports another process listens on (a second clone's `make up` while the
+first runs) end it before anything starts, in one line (ports.py). A child that exits is
+restarted (with backoff), unless it exits with a configuration error (a wrong
+CRONHOOKS_SECRET_KEY, queues that do not fit): then every child is stopped and `up` ends
+with which service failed and its line. SIGINT/SIGTERM stop the children with SIGTERM
+(they drain) and wait for them. With a log file (`make up` names one), migrations, the
+services' logs and its own go there, so the terminal keeps only the quick start, which
+comes last, or the lines saying why a service stopped.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import aiohttp
 import structlog
 
+from cronhooks_cli import ports
 from cronhooks_cli.quick_start import (
     QuickStartError,
     ensure_demo_webhook,
@@ -135,6 +138,10 @@ async def up(
     print_token: bool,
     log_file: Path | None = None,
 ) -> int:
+    busy = ports.taken(settings.bind, ports.wanted(settings, demo_agent_port))
+    if busy:
+        print(ports.taken_line(settings.bind, busy), file=sys.stderr, flush=True)
+        return CONFIGURATION_ERROR
     output = None
     if log_file is not None:
         print(f"cronhooks up: migrations and service logs go to {log_file}", flush=True)

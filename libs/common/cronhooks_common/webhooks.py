@@ -51,6 +51,7 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "max_cost_per_day",  # CONTRACT §16.4; absent before it: [] (no limit)
     "run_timeout_seconds",  # CONTRACT §16.2; absent before it: 3600
     "signature_scheme",  # CONTRACT §17; absent before it: HMAC
+    "retry_deadline_seconds",  # CONTRACT §17; absent before it: 0 (none)
 )
 
 # A change webhook's configuration (CONTRACT §11): its filter instead of a schedule.
@@ -73,6 +74,7 @@ CHANGE_CONFIG_FIELDS: tuple[str, ...] = (
     "write_patterns",
     "run_timeout_seconds",  # CONTRACT §16.2; absent before it: 3600
     "signature_scheme",  # CONTRACT §17; absent before it: HMAC
+    "retry_deadline_seconds",  # CONTRACT §17; absent before it: 0 (none)
 )
 
 

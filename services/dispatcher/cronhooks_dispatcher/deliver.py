@@ -40,7 +40,7 @@ from cronhooks_common.events import (
 from cronhooks_common.signing import SecretKeys, signature_headers
 from cronhooks_common.traces import delivery_ref, trace_of, traceparent
 from cronhooks_common.webhook_keys import SealedKeys
-from cronhooks_dispatcher import context_notes, payload, runs, sender
+from cronhooks_dispatcher import context_notes, deadline, payload, runs, sender
 from cronhooks_dispatcher.admit import admit
 from cronhooks_dispatcher.attempt import Attempt
 from cronhooks_dispatcher.deps import Call, Deps, Fault
@@ -131,6 +131,7 @@ async def _attempt(
     503 with Retry-After holds the destination for every delivery (destination_sync.py);
     only this attempt fails for it."""
     deps = call.deps
+    request = deadline.stamped(request, event.occurred_at)  # its retries' deadline (§17)
     url = request.target.url
     gate = await deps.gates.acquire(url)
     try:

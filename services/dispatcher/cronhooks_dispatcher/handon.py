@@ -24,6 +24,7 @@ import structlog
 from msgspec.structs import asdict
 
 from cronhooks_common import eventstore
+from cronhooks_common.clock import iso
 from cronhooks_common.events import (
     UNSET,
     Causation,
@@ -216,7 +217,8 @@ class _Promotion:
     def _release(self, q: _Queued, target: Target, since: datetime, group: str = "") -> None:
         queued_ms = max(int((self.now - since).total_seconds() * 1000), 0)
         released = DeliveryReleased(
-            **{**asdict(q.request), "target": target},
+            # the request time its retry deadline counts from (§17): the request's, not now
+            **{**asdict(q.request), "target": target, "requested_at": iso(q.requested_at)},
             queued_ms=queued_ms,
             # The group it holds from now on (the webhook's may have changed meanwhile):
             # its outcome must release this one.

@@ -42,7 +42,7 @@ from cronhooks_common.events import (
     storable,
 )
 from cronhooks_common.faults import internal_error
-from cronhooks_dispatcher import handon, health, queries, runs, spending, waiting
+from cronhooks_dispatcher import deadline, handon, health, queries, runs, spending, waiting
 from cronhooks_dispatcher.alerts import AlertPolicy
 from cronhooks_dispatcher.attempt import Attempt
 from cronhooks_dispatcher.health import Health
@@ -102,13 +102,18 @@ def finished(
     request = attempt.request
     number = request.attempt
     final = final or outcome.succeeded or outcome.gone or number > request.target.max_retries
+    more: dict[str, Any] = {}
+    if not final and deadline.too_late(request, retry_at):  # §17: the delivery ends now
+        outcome, more["attempt_error"] = deadline.ended(outcome)
+        final = True
     event: DeliveryOutcome
     if outcome.succeeded or final:
-        event = _worded(
-            DeliverySucceeded if outcome.succeeded else DeliveryFailed, attempt, outcome
-        )
+        cls = DeliverySucceeded if outcome.succeeded else DeliveryFailed
+        event = _worded(cls, attempt, outcome, **more)
     else:
+        # the retry counts its deadline from the same request time (deadline.py)
         next_try = {"retry_at": iso(retry_at), "next_attempt": number + 1}
+        next_try["requested_at"] = request.requested_at
         event = _worded(DeliveryAttemptFailed, attempt, outcome, **next_try)
     if final:
         DELIVERIES.labels(event.status).inc()

@@ -58,6 +58,9 @@ class RetryTimer(msgspec.Struct, frozen=True, kw_only=True):
     missed_count: int = 0
     previous_error: str = ""
     after_version: int
+    # when the delivery was first requested (CONTRACT §17: its retry deadline counts from
+    # it); absent from timers of attempts that did not say (written before it)
+    requested_at: str | UnsetType = UNSET
 
 
 def retry_timer(event: Event, failed: DeliveryAttemptFailed) -> RetryTimer:
@@ -71,6 +74,7 @@ def retry_timer(event: Event, failed: DeliveryAttemptFailed) -> RetryTimer:
         missed_count=failed.missed_count,
         previous_error=failed.error or "",
         after_version=event.version,  # the next request follows this event on the stream
+        requested_at=failed.requested_at,
     )
 
 
@@ -99,6 +103,7 @@ def next_request(timer: RetryTimer, target: Target) -> DeliveryRequested:
         missed_count=timer.missed_count,
         previous_error=timer.previous_error,
         target=target,
+        requested_at=timer.requested_at,
     )
 
 

@@ -97,6 +97,9 @@ class RequestFields(DeliveryFields, frozen=True, kw_only=True):
     # trace, `{kind}:{id}`, and has no parent): roots' events stay as they were.
     trace: str | UnsetType = UNSET
     parent: str | UnsetType = UNSET
+    # §17: when the delivery was first requested, where its retry deadline counts from. A
+    # first request lacks it (its own occurred_at says it); its release and retries carry it.
+    requested_at: Timestamp | UnsetType = UNSET
 
 
 class DeliveryRequested(RequestFields, frozen=True, kw_only=True):
@@ -138,9 +141,12 @@ class DeliverySucceeded(DeliveryOutcome, frozen=True, kw_only=True):
 
 
 class DeliveryFailed(DeliveryOutcome, frozen=True, kw_only=True):
-    """Final: no attempt left."""
+    """Final: no attempt left, or (§17) its retry would start past its deadline."""
 
     TYPE: ClassVar[str] = "delivery.failed"
+    # only when the delivery's `error` is not the attempt's own (`retry deadline passed`):
+    # what the attempt itself failed with, for its log
+    attempt_error: str | UnsetType = UNSET
 
 
 class DeliveryAttemptFailed(DeliveryOutcome, frozen=True, kw_only=True):
@@ -149,6 +155,8 @@ class DeliveryAttemptFailed(DeliveryOutcome, frozen=True, kw_only=True):
     TYPE: ClassVar[str] = "delivery.attempt_failed"
     retry_at: Timestamp
     next_attempt: int
+    # §17: the delivery's request time, for the retry to carry (absent before it)
+    requested_at: Timestamp | UnsetType = UNSET
 
 
 class DeliverySkipped(DeliveryFields, frozen=True, kw_only=True):

@@ -55,6 +55,9 @@ class WebhookConfig(msgspec.Struct, frozen=True, kw_only=True):
     # §17, both kinds: how webhook-signature is made (v1 HMAC or v1a Ed25519); absent from
     # configurations written before it: HMAC
     signature_scheme: SignatureScheme | UnsetType = UNSET
+    # §17, both kinds: a retry that would start later than this many seconds after the
+    # delivery was requested is not made (0: no deadline); absent before it: 0
+    retry_deadline_seconds: int | UnsetType = UNSET
     # kind cron
     cron_schedule: str | UnsetType = UNSET
     timezone: str | UnsetType = UNSET
@@ -93,6 +96,7 @@ class ConfigData(TypedDict, total=False):
     write_patterns: list[str]
     run_timeout_seconds: int
     signature_scheme: SignatureScheme
+    retry_deadline_seconds: int
     cron_schedule: str
     timezone: str
     concurrency_policy: ConcurrencyPolicy
@@ -132,6 +136,9 @@ class Target(msgspec.Struct, frozen=True, kw_only=True):
     # §16.2: a run this delivery starts times out this long after it started (absent in
     # requests written before it, and when the webhook's configuration lacks it: 3600)
     run_timeout_seconds: int | UnsetType = UNSET
+    # §17: the delivery fails rather than retry later than its request time plus this
+    # (0, absent in requests written before it, and absent from the configuration: none)
+    retry_deadline_seconds: int | UnsetType = UNSET
 
 
 class WebhookRef(Payload, frozen=True, kw_only=True):

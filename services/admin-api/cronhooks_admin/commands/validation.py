@@ -111,6 +111,20 @@ NULLABLE_FIELDS = frozenset({"max_deliveries_per_day"})
 # keep a run past a day either).
 MIN_RUN_TIMEOUT = 60
 
+# retryDeadlineSeconds (CONTRACT §17): 0 is none; else from a minute (the first backoff is
+# 10 s, so less would forbid almost every retry) to a week.
+MIN_RETRY_DEADLINE = 60
+MAX_RETRY_DEADLINE = 7 * 86400
+
+
+def check_retry_deadline(value: int) -> int:
+    if value != 0 and not MIN_RETRY_DEADLINE <= value <= MAX_RETRY_DEADLINE:
+        raise InputError(
+            "retryDeadlineSeconds",
+            f"must be 0 (no deadline) or from {MIN_RETRY_DEADLINE} to {MAX_RETRY_DEADLINE}",
+        )
+    return value
+
 
 def check_patterns(field: str, patterns: list[str]) -> list[str]:
     """Read/write patterns, checked like paths (the same rule everywhere: globs.py)."""
@@ -159,6 +173,7 @@ class WebhookInput(TypedDict, total=False):
     on_remove: bool | None
     include_content: bool | None
     signature_scheme: str | None  # CONTRACT §17: HMAC | ED25519
+    retry_deadline_seconds: int | None  # CONTRACT §17: 0 (none) or 60-604800
 
 
 def check_schedule(config: ConfigData) -> None:
@@ -222,6 +237,8 @@ def normalize(fields: WebhookInput, *, allow_private: bool = True, kind: str = C
             value = check_cost_limits(value)
         elif key == "run_timeout_seconds":
             value = _int_range(name, value, MIN_RUN_TIMEOUT, MAX_RUN_SECONDS)
+        elif key == "retry_deadline_seconds":
+            value = check_retry_deadline(value)
         elif key == "signature_scheme":
             if value not in SCHEMES:
                 raise InputError(name, f"must be one of {', '.join(SCHEMES)}")

@@ -91,6 +91,7 @@ class WebhookCommands:
             settings.setdefault("max_cost_per_day", [])  # omitted (not over GraphQL): none
             check_schedule(settings)
         settings.setdefault("signature_scheme", HMAC)
+        settings.setdefault("retry_deadline_seconds", 0)  # omitted: no deadline
         secret = check_secret(fields.get("secret")) or generate_secret()
         missing = [f for f in config_fields(kind) if f not in settings]
         if missing:

@@ -21,6 +21,7 @@ from cronhooks_admin.projections import queries as sql
 from cronhooks_common.events import (
     UNSET,
     DeliveryAttemptFailed,
+    DeliveryFailed,
     DeliveryOutcome,
     DeliveryQueued,
     DeliveryReleased,
@@ -99,7 +100,7 @@ async def finished(
             [p.request_body for _, p in logged],
             [p.response_status for _, p in logged],
             [_or_none(p.response_body) for _, p in logged],
-            [p.error for _, p in logged],
+            [_attempt_error(p) for _, p in logged],
             [p.duration_ms or 0 for _, p in logged],
             [_ts(p.started_at) or e.occurred_at for e, p in logged],
             [p.request_body_truncated is True for _, p in logged],
@@ -126,6 +127,14 @@ async def finished(
         [delivery_ref(p.kind, p.delivery_id) for _, p in items],  # until its request says
     )
     await _last_deliveries(conn, [item for item, f in zip(items, final, strict=True) if f])
+
+
+def _attempt_error(p: DeliveryOutcome) -> str | None:
+    """The attempt's own error for its log: a delivery ended by its retry deadline
+    (CONTRACT §17) says so as the delivery's error, its last attempt's still says what failed."""
+    if isinstance(p, DeliveryFailed) and p.attempt_error is not UNSET:
+        return p.attempt_error
+    return p.error
 
 
 def _retry_at(p: DeliveryOutcome) -> datetime | None:

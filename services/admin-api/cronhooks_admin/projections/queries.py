@@ -32,6 +32,7 @@ CONFIG_COLUMNS: dict[str, object] = {
     "write_patterns": None,
     "run_timeout_seconds": 3600,  # CONTRACT §16.2, both kinds
     "signature_scheme": "HMAC",  # CONTRACT §17, both kinds
+    "retry_deadline_seconds": 0,  # CONTRACT §17, both kinds: none
     # kind cron
     "cron_schedule": None,
     "timezone": None,

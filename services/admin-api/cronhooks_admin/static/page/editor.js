@@ -21,8 +21,10 @@ FIELDS.cron.push("attachNotes");
 FIELDS.cron.push("jitterSeconds", "maxDeliveriesPerDay");
 // CONTRACT §16.2: how long a run may go without a report (both kinds).
 FIELDS.cron.push("runTimeoutSeconds"); FIELDS.change.push("runTimeoutSeconds");
+// CONTRACT §17: the overall retry deadline, beside the retry settings (0: none).
+FIELDS.cron.push("retryDeadlineSeconds"); FIELDS.change.push("retryDeadlineSeconds");
 const NUMBERS = new Set(["timeoutSeconds", "maxRetries", "maxDepth", "misfireGraceSeconds", "jitterSeconds",
-  "maxDeliveriesPerDay", "runTimeoutSeconds"]);
+  "maxDeliveriesPerDay", "runTimeoutSeconds", "retryDeadlineSeconds"]);
 const LISTS = new Set(["readPatterns", "writePatterns", "includePatterns", "excludePatterns", "attachNotes"]);
 // CONTRACT §16.4: daily cost limits, typed as "usd=1.5, tokens=200000" (empty: no limit).
 FIELDS.cron.push("maxCostPerDay");

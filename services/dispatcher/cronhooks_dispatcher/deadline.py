@@ -1,0 +1,64 @@
+"""The overall retry deadline (CONTRACT §17). Pure.
+
+A webhook's retryDeadlineSeconds (0: none) bounds how late a delivery's retries may start,
+counted from when the delivery was requested: a failed attempt whose retry would start
+after that time plus the deadline ends the delivery at once, failed with DEADLINE_PASSED,
+however many attempts `maxRetries` still allows. Whatever set the retry's time — the
+backoff or the agent's `Retry-After` — the same rule judges it (record.py, for every kind).
+
+The request time is the first request's own time (its event's occurred_at): `stamped`
+writes it into the request before it is sent, so the attempt's outcome carries it to the
+retry timer and every later request carries it on (a release of a queued delivery carries
+its first request's, handon.py). A retry written before the deadline existed lacks it:
+nothing to count from, no deadline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+import msgspec
+
+from cronhooks_common.clock import iso
+from cronhooks_common.events import UNSET, RequestFields, UnsetType
+from cronhooks_dispatcher.outcome import Outcome
+
+DEADLINE_PASSED = "retry deadline passed"
+
+Request = TypeVar("Request", bound=RequestFields)
+
+
+def passed(deadline_seconds: int, requested_at: datetime | None, retry_at: datetime) -> bool:
+    """Would a retry at `retry_at` start past the deadline? 0 (or no request time) is no
+    deadline; a retry exactly at the deadline is still in time."""
+    if deadline_seconds <= 0 or requested_at is None:
+        return False
+    return retry_at > requested_at + timedelta(seconds=deadline_seconds)
+
+
+def too_late(request: RequestFields, retry_at: datetime) -> bool:
+    """`passed` for the next attempt of `request`, with its webhook's deadline."""
+    seconds = request.target.retry_deadline_seconds
+    return passed(0 if seconds is UNSET else seconds, requested_at(request), retry_at)
+
+
+def requested_at(request: RequestFields) -> datetime | None:
+    given = request.requested_at
+    return None if given is UNSET else datetime.fromisoformat(given)
+
+
+def stamped(request: Request, occurred_at: datetime) -> Request:
+    """`request` knowing its delivery's request time: a first request's is its own event's
+    time; a release or a retry already carries its first request's."""
+    if request.requested_at is not UNSET or request.attempt > 1:
+        return request
+    return msgspec.structs.replace(request, requested_at=iso(occurred_at))
+
+
+def ended(outcome: Outcome) -> tuple[Outcome, str | UnsetType]:
+    """The failed attempt's outcome worded as the delivery's end by the deadline, and the
+    attempt's own error (its log keeps saying what failed)."""
+    own = UNSET if outcome.error is None else outcome.error
+    return dataclasses.replace(outcome, error=DEADLINE_PASSED), own
