@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from cronhooks_common import json_input
 from tests.support.agent import Received
+from tests.support.destinations import past_any_hold
 from tests.support.flows import create_webhook, trigger
 from tests.support.graphql import DELIVERY
 from tests.support.inprocess import eventually
@@ -130,19 +131,10 @@ async def test_any_answer_ends_its_attempt_and_any_retry_is_within_the_hour(
         assert code == 410, d  # 410 Gone ends it at once; any other failure waits for a retry
     else:
         assert d["status"] == "success" and 200 <= code < 300, d
-    await _past_any_hold(system)
+    await past_any_hold(system)  # the next example's delivery goes at once
     if code in (200, 201, 299) and _too_deep(answer):  # 202 reads no body, 204 has none
         # judged before anything else in the body: a failure saying so (CONTRACT §15)
         assert attempt["errorMessage"] == "answer nested deeper than 64 levels", d
-
-
-async def _past_any_hold(system: System) -> None:
-    """Every example's agent is one destination: a 429 or 503 with a Retry-After held it
-    (CONTRACT §17) for the examples after this one. Past the hold (at most an hour) the
-    next example goes at once."""
-    _, got = await system.graphql(system.admin, "{ destinationHolds { heldUntil } }")
-    if got["data"]["destinationHolds"]:
-        system.clock.advance(HOUR + timedelta(seconds=1))
 
 
 def _too_deep(answer: bytes) -> bool:

@@ -9,11 +9,16 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from tests.support.agent import Agent, Received
+
+if TYPE_CHECKING:
+    from tests.support.system import System
 
 
 @dataclass
@@ -91,3 +96,12 @@ def ports_of(pid: int) -> set[int]:
             if cols[9] in inodes:
                 ports.add(int(cols[1].rsplit(":", 1)[1], 16))
     return ports
+
+
+async def past_any_hold(system: System) -> None:
+    """Move the test's clock past any destination hold (at most an hour): a property whose
+    examples all aim at the one test agent holds it with every 429 or 503 + Retry-After,
+    and the next example would wait for it (CONTRACT §17)."""
+    _, got = await system.graphql(system.admin, "{ destinationHolds { heldUntil } }")
+    if got["data"]["destinationHolds"]:
+        system.clock.advance(timedelta(hours=1, seconds=1))

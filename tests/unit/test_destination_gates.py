@@ -5,6 +5,7 @@ run on the event loop, holds on a manual clock."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from datetime import UTC, datetime, timedelta
 
@@ -175,3 +176,20 @@ async def test_a_cancelled_delivery_gives_its_place_back() -> None:
 
 def _waiting_metric(destination: str) -> float | None:
     return REGISTRY.get_sample_value("cronhooks_destination_waiting", {"destination": destination})
+
+
+async def test_a_stop_gives_waiting_deliveries_back_at_once() -> None:
+    clock = ManualClock(T0)
+    gates = Destinations(5, clock)
+    gates.hold(KEY, T0 + timedelta(hours=1))
+    waiting = [asyncio.create_task(gates.acquire(URL)) for _ in range(3)]
+    await asyncio.sleep(0)
+    gates.give_back()
+    results = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results)
+    assert gates.waiting() == {}
+    late = asyncio.create_task(gates.acquire(URL))
+    with contextlib.suppress(asyncio.CancelledError):
+        await late
+    assert late.cancelled()
+    await gates.close()

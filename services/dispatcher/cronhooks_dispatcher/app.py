@@ -192,6 +192,8 @@ class DispatcherService:
         await self._consumer.start()
 
     async def stop(self) -> None:
+        if self._destinations is not None:
+            self._destinations.destinations.give_back()  # waiting deliveries go back now
         if self._consumer is not None:
             await self._consumer.stop()  # in-flight attempts finish, the rest go back
         if self._destinations is not None:

@@ -128,6 +128,7 @@ class Destinations:
         self._gates: dict[str, Gate] = {}
         self._limits: dict[str, Limit] = {}
         self._applied = 0
+        self._giving_back = False
 
     def gate(self, url: str) -> Gate:
         key = destination_of(url)
@@ -142,6 +143,8 @@ class Destinations:
         gate = self.gate(url)
         if gate.try_take(self._time()):
             return gate
+        if self._giving_back:
+            raise asyncio.CancelledError  # stopping: back to the queue, see `give_back`
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         gate.waiters.append(future)
         self._count(gate, 1)
@@ -188,6 +191,16 @@ class Destinations:
         self._applied += 1
         if self._applied % PRUNE_EVERY == 0:
             self._prune(now)
+
+    def give_back(self) -> None:
+        """At a stop: every delivery waiting here (and any that would wait) ends as a
+        cancelled one does, its message unacked, so it goes back to the queue for another
+        replica or the next start, at once. A stop waits for the requests in flight, not
+        for a hold of up to an hour."""
+        self._giving_back = True
+        for gate in self._gates.values():
+            while gate.waiters:
+                gate.waiters.popleft().cancel()
 
     async def close(self) -> None:
         holding = [g.holding for g in self._gates.values() if g.holding is not None]
