@@ -45,6 +45,7 @@ async def test_a_hold_outlives_the_dispatcher_that_got_it(settings: Settings) ->
             same = await create(c, token, agent.url("same"))
             await c.graphql(token, TRIGGER_WEBHOOK, {"id": busy})
             held_until = await _held_until(settings.database_url)
+            await asyncio.sleep(1.0)  # the other replica reads holds every half second
             ids = []
             for _ in range(WAITING):
                 body = await c.graphql(token, TRIGGER_WEBHOOK, {"id": same})
