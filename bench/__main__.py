@@ -15,6 +15,7 @@ from bench import (
     admin_reads,
     amqp,
     changes,
+    destinations,
     dispatch,
     events_codec,
     herd,
@@ -31,6 +32,7 @@ from cronhooks_common.logs import configure_logging
 Suite = Callable[[], Awaitable[list[tuple[str, str]]]]
 SUITES: dict[str, Suite] = {
     "herd": herd.run,
+    "destinations": destinations.run,  # the herd over 100 destinations (agent ports)
     "jitter": jitter.jitter_herd,
     "amqp": amqp.ceiling,
     "scheduler": scheduler.run,

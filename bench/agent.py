@@ -1,4 +1,5 @@
-"""A recording agent for benchmarks, run as its own process (`python -m bench.agent PORT`).
+"""A recording agent for benchmarks, run as its own process (`python -m bench.agent PORT
+[PORT ...]`: the same app on every port, one record — the destinations bench's 100 ports).
 
 POST /hook → 200 at once with a small report (CONTRACT §16.1: two costs, three log
 entries, as an AI agent's answer carries them), noting when each delivery id arrived;
@@ -9,6 +10,7 @@ clears it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -69,9 +71,19 @@ def main() -> None:
     app.router.add_post("/api/cron/fire", fire)
     app.router.add_get("/stats", stats)
     app.router.add_post("/reset", reset)
-    web.run_app(
-        app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None, backlog=4096
-    )
+    ports = [int(port) for port in sys.argv[1:]]
+    if len(ports) == 1:
+        web.run_app(app, host="127.0.0.1", port=ports[0], access_log=None, print=None, backlog=4096)
+    else:
+        asyncio.run(_serve(app, ports))
+
+
+async def _serve(app: web.Application, ports: list[int]) -> None:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    for port in ports:
+        await web.TCPSite(runner, "127.0.0.1", port, backlog=4096).start()
+    await asyncio.Event().wait()  # until terminated
 
 
 if __name__ == "__main__":

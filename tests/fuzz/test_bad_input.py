@@ -20,6 +20,7 @@ from cronhooks_common.globs import pattern_problem
 from cronhooks_common.settings import Settings
 from cronhooks_common.tokens import ApiTokens
 from tests.support.agent import Received
+from tests.support.destinations import past_any_hold
 from tests.support.flows import create_webhook, event_count, finished, trigger
 from tests.support.graphql import CREATE_WEBHOOK
 from tests.support.inprocess import Running
@@ -355,6 +356,7 @@ async def test_any_agent_answer_is_recorded_as_success_or_failure(system: System
         assert d["error"]
     [attempt] = d["attempts"]
     assert attempt["responseStatus"] == status
+    await past_any_hold(system)  # a 429/503 + Retry-After held the agent's destination
 
 
 # --- patterns (CONTRACT §8): checked like paths wherever a pattern is given ----------------

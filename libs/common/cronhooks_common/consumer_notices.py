@@ -6,12 +6,19 @@ be (poison.py); otherwise it dead-letters the whole notice once the others are d
 are skipped as handled if it is ever replayed). The events in hand at once, over all
 notices, are as many as the consumer has workers: the bound a free consumer keeps with
 one event per message.
+
+A handler that must wait a long time for something outside the consumer (the dispatcher's
+destination limits) waits in `stepped_aside()`: its slot goes to the next event meanwhile,
+so events bound elsewhere keep going, and it takes a slot again before it goes on. Its
+message stays unacked until it is handled, as always (prefetch bounds those).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 
 import structlog
 from aiormq.abc import DeliveredMessage
@@ -24,6 +31,26 @@ from cronhooks_common.poison import CONSUMED, Poison, with_retries
 log = structlog.get_logger(__name__)
 
 NoticeHandler = Callable[[work.Ref], Awaitable[None]]
+
+# The slot the current event holds (each event of a notice runs in a task of its own).
+_SLOT: ContextVar[asyncio.Semaphore | None] = ContextVar("notice_slot", default=None)
+
+
+@contextlib.asynccontextmanager
+async def stepped_aside() -> AsyncIterator[None]:
+    """Wait without holding the event's slot (see the module doc); outside a notice's
+    event, a plain wait."""
+    slot = _SLOT.get()
+    if slot is None:
+        yield
+        return
+    slot.release()
+    try:
+        yield
+    finally:
+        # Shielded: the slot is given back on the way out whatever happens, so it must
+        # be held again here (a stop cancels only after in-hand events had their time).
+        await asyncio.shield(slot.acquire())
 
 
 def is_notice(message: DeliveredMessage) -> bool:
@@ -72,6 +99,7 @@ class Notices:
         """Handle one event of a notice; True if it was handled or ended by the hook."""
         handle = self._handle
         async with self._slots:
+            _SLOT.set(self._slots)
             with logs.bound(event_id=ref.event_id):
                 error = await with_retries(lambda: handle(ref))
                 if error is not None and await self._poison.ended(ref.event_id, ref.stream, error):

@@ -122,6 +122,9 @@ class Settings:
     dispatcher_port: int = 8083
     fire_jwt_algorithm: str = "RS256"  # how fire JWTs are signed (CONTRACT §9)
     dispatch_concurrency: int = 256  # deliveries in flight at once per dispatcher process
+    # Requests in flight to one destination per dispatcher process, unless setDestinationLimit
+    # says otherwise for it (CONTRACT §17).
+    destination_concurrency: int = 100
     # Retention (CONTRACT §12); 0 keeps forever.
     attempt_log_retention_days: int = 7
     delivery_retention_days: int = 30
@@ -214,6 +217,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "dispatcher_port": _int(1, 65535),
     "fire_jwt_algorithm": _choice("RS256", "ES256", "EdDSA"),
     "dispatch_concurrency": _int(1, 10_000),
+    "destination_concurrency": _int(1, 10_000),
     "attempt_log_retention_days": _int(0, 36_500),
     "delivery_retention_days": _int(0, 36_500),
     "alert_webhook_url": _url("http", "https"),

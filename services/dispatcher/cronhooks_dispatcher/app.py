@@ -14,9 +14,11 @@ A delivery's steps, in order:
    `deliver_requested` or `deliver_released` (deliver.py);
 3. admit — admit.py: FORBID, DELAY and execution groups; a request that may not go now is
    recorded skipped or waiting (`delivery.queued`);
-4. sign and send — deliver.py: the body (payload.py, context_notes.py for attachNotes),
-   signed, POSTed through the shared session with the SSRF guard (sender.py), the answer
-   judged (outcome.py; retry.py says when to try again);
+4. sign and send — deliver.py: when the destination's limits and holds let it
+   (destination_gates.py; from Postgres by destination_sync.py), the body (payload.py,
+   context_notes.py for attachNotes), signed, POSTed through the shared session with the
+   SSRF guard (sender.py), the answer judged (outcome.py; retry.py says when to try
+   again);
 5. record — record.py: the outcome event worded, and written with many others in one
    transaction; an attempt that waits for the importer is kept (waiting.py); a finished
    delivery's lanes go to whoever waits (handon.py, `delivery.released`), its webhook's
@@ -56,6 +58,8 @@ from cronhooks_dispatcher.alert_sink import AlertSink
 from cronhooks_dispatcher.alerts import AlertPolicy
 from cronhooks_dispatcher.context_notes import ContextNoteLoader
 from cronhooks_dispatcher.deps import Call, Deps, Fault
+from cronhooks_dispatcher.destination_gates import Destinations
+from cronhooks_dispatcher.destination_sync import DestinationSync
 from cronhooks_dispatcher.lookup import CONSUMER, NOTICED, DeliveryLookups, Receiver
 from cronhooks_dispatcher.record import RecordWriter
 
@@ -97,6 +101,7 @@ class DispatcherService:
         self._runtime = runtime
         self._http: aiohttp.ClientSession | None = None
         self._consumer: Consumer | None = None
+        self._destinations: DestinationSync | None = None
         settings = runtime.settings
         self._sink = (
             AlertSink(
@@ -139,6 +144,9 @@ class DispatcherService:
         self._writer.start()
         if self._sink is not None:
             self._sink.start()
+        gates = Destinations(settings.destination_concurrency, rt.clock)
+        self._destinations = DestinationSync(rt.pool, rt.clock, gates)
+        await self._destinations.start()  # limits and holds apply from the first delivery
         deps = Deps(
             pool=rt.pool,
             clock=rt.clock,
@@ -163,6 +171,8 @@ class DispatcherService:
                 issuer=settings.public_url,
                 allow_private=settings.allow_private_targets,
             ),
+            gates=gates,
+            holds=self._destinations,
         )
         # One loader for every kind of message: a burst of them is one query.
         receiver = Receiver(DeliveryLookups(rt.pool), deps, HANDLERS, ENDINGS)
@@ -182,8 +192,12 @@ class DispatcherService:
         await self._consumer.start()
 
     async def stop(self) -> None:
+        if self._destinations is not None:
+            self._destinations.destinations.give_back()  # waiting deliveries go back now
         if self._consumer is not None:
             await self._consumer.stop()  # in-flight attempts finish, the rest go back
+        if self._destinations is not None:
+            await self._destinations.stop()
         await self._writer.stop()
         if self._sink is not None:
             await self._sink.stop()

@@ -90,21 +90,23 @@ async def deliver_requested(call: Call, event: Event, request: DeliveryRequested
             return
         if not await admit(call.deps, event, request):
             return  # skipped, or waits (delivery.queued): recorded by `admit`
-        started_at = call.deps.clock.now()
-        if request.trigger == "schedule" and request.scheduled_for:
-            # From the time the slot was due to leave: the slot + its jitter offset.
-            due = datetime.fromisoformat(request.scheduled_for) + timedelta(
-                milliseconds=request.jitter_offset_ms or 0
-            )
-            FIRE_LAG.observe(max((started_at - due).total_seconds(), 0.0))
-        await _attempt(call, event, request, started_at)
+        await _attempt(call, event, request, first=True)
+
+
+def _observe_lag(request: DeliveryRequested, started_at: datetime) -> None:
+    if request.trigger == "schedule" and request.scheduled_for:
+        # From the time the slot was due to leave: the slot + its jitter offset.
+        due = datetime.fromisoformat(request.scheduled_for) + timedelta(
+            milliseconds=request.jitter_offset_ms or 0
+        )
+        FIRE_LAG.observe(max((started_at - due).total_seconds(), 0.0))
 
 
 async def deliver_released(call: Call, event: Event, released: DeliveryReleased) -> None:
     """A queued delivery's turn: its first attempt, after the release."""
     with logs.bound(delivery_id=released.delivery_id, webhook_id=released.webhook_id):
         if not call.handled:
-            await _attempt(call, event, released, call.deps.clock.now())
+            await _attempt(call, event, released)
 
 
 async def fail_request(
@@ -118,12 +120,28 @@ async def fail_request(
     await fault.deps.writer.write(failed_by_fault(event, attempt, fault.error, now, final=True))
 
 
-async def _attempt(call: Call, event: Event, request: RequestFields, started_at: datetime) -> None:
+async def _attempt(
+    call: Call, event: Event, request: RequestFields, *, first: bool = False
+) -> None:
     """One HTTP attempt of `request`, recorded after `event` (the request, or the
-    release of a queued delivery) on the delivery's stream."""
+    release of a queued delivery) on the delivery's stream.
+
+    It goes when its destination's limits and holds let it (CONTRACT §17,
+    destination_gates.py), in request order; it is signed and timed from then on. A 429 or
+    503 with Retry-After holds the destination for every delivery (destination_sync.py);
+    only this attempt fails for it."""
     deps = call.deps
     request = deadline.stamped(request, event.occurred_at)  # its retries' deadline (§17)
-    attempt, result = await send(deps, request, call.sealed_secret, started_at)
+    url = request.target.url
+    gate = await deps.gates.acquire(url)
+    try:
+        started_at = deps.clock.now()
+        if first and isinstance(request, DeliveryRequested):
+            _observe_lag(request, started_at)
+        attempt, result = await send(deps, request, call.sealed_secret, started_at)
+    finally:
+        deps.gates.release(gate)
+    await deps.holds.hold(url, result.status, result.retry_after)
     try:
         ended = _judged(event, attempt, result, deps.clock.now())
     except Exception as exc:  # whatever the agent sent, the attempt ends

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from cronhooks_common.webhook_keys import SealedKeys
     from cronhooks_dispatcher.context_notes import ContextNoteLoader
     from cronhooks_dispatcher.deliver import SigningKeys
+    from cronhooks_dispatcher.destination_gates import Destinations
+    from cronhooks_dispatcher.destination_sync import DestinationSync
     from cronhooks_dispatcher.fire import FireCaller
     from cronhooks_dispatcher.record import RecordWriter
 
@@ -33,6 +35,8 @@ class Deps:
     allow_private: bool
     context: ContextNoteLoader  # attachNotes (CONTRACT §13)
     fires: FireCaller  # one-shot triggers (CONTRACT §9)
+    gates: Destinations  # destination limits in this process (CONTRACT §17)
+    holds: DestinationSync  # ... and with Postgres: overrides, Retry-After holds
 
 
 class Call(NamedTuple):

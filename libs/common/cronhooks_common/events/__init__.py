@@ -35,6 +35,7 @@ from cronhooks_common.events.delivery import (
     DeliverySucceeded,
     RequestFields,
 )
+from cronhooks_common.events.destination import DestinationLimitSet
 from cronhooks_common.events.envelope import (
     SCHEMA_VERSION,
     Causation,
@@ -62,6 +63,7 @@ from cronhooks_common.events.names import (
     alert_stream,
     api_key_stream,
     delivery_stream,
+    destination_stream,
     job_stream,
     note_stream,
     webhook_stream,
@@ -147,6 +149,7 @@ __all__ = [
     "DeliveryRequested",
     "DeliverySkipped",
     "DeliverySucceeded",
+    "DestinationLimitSet",
     "Event",
     "EventType",
     "FireFields",
@@ -186,6 +189,7 @@ __all__ = [
     "decode",
     "delivery_fields",
     "delivery_stream",
+    "destination_stream",
     "filler",
     "job_stream",
     "note_stream",

@@ -42,6 +42,7 @@ class EventType(StrEnum):
     RUN_FINISHED = "run.finished"  # reported, or its deadline passed
     DELIVERIES_PAUSED = "deliveries.paused"  # the pause switch (§16.4): on, or replaced
     DELIVERIES_RESUMED = "deliveries.resumed"  # off: by an admin or when `until` came
+    DESTINATION_LIMIT_SET = "destination.limit_set"  # an override set or removed (§17)
 
 
 # `kind` on every webhook.* and delivery.* event (CONTRACT §6) and in the request body (§11):
@@ -52,6 +53,11 @@ CHANGE = "change"
 
 # The pause switch's one stream (CONTRACT §16.4).
 PAUSE_STREAM = "deliveries-pause"
+
+
+def destination_stream(destination: str) -> str:
+    """The limit history of a destination (`scheme://host:port`, CONTRACT §17)."""
+    return f"destination-{destination}"
 
 
 def webhook_stream(webhook_id: int) -> str:

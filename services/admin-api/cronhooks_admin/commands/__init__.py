@@ -5,8 +5,9 @@ after a mutation sees them.
 
 By area: webhooks.py (both kinds; validation.py, idempotency.py, daily_budget.py),
 deliveries.py (Run now, triggerChangeWebhook, replays: manual.py, replay.py,
-change_notes.py), pause.py (the pause switch), agents.py and triggers.py (agent-cron),
-api_keys.py, note_writes.py (forwarded to the importer); their SQL in queries.py.
+change_notes.py), pause.py (the pause switch), destinations.py (destination limits),
+agents.py and triggers.py (agent-cron), api_keys.py, note_writes.py (forwarded to the
+importer); their SQL in queries.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncpg
 from cronhooks_admin.commands.agents import Agents
 from cronhooks_admin.commands.api_keys import ApiKeys
 from cronhooks_admin.commands.deliveries import DeliveryCommands
+from cronhooks_admin.commands.destinations import DestinationCommands
 from cronhooks_admin.commands.pause import PauseCommands
 from cronhooks_admin.commands.triggers import Triggers
 from cronhooks_admin.commands.webhooks import WebhookCommands
@@ -41,6 +43,7 @@ class Commands:
     triggers: Triggers = field(init=False)
     api_keys: ApiKeys = field(init=False)
     pause: PauseCommands = field(init=False)
+    destinations: DestinationCommands = field(init=False)
 
     def __post_init__(self) -> None:
         self.webhooks = WebhookCommands(
@@ -56,3 +59,4 @@ class Commands:
         self.triggers = Triggers(self.pool, self.clock, self.allow_private)
         self.api_keys = ApiKeys(self.pool, self.clock)
         self.pause = PauseCommands(self.pool, self.clock)
+        self.destinations = DestinationCommands(self.pool, self.clock)

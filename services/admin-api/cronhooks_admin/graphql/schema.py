@@ -1,7 +1,7 @@
 """Schema-first GraphQL: the SDL in graphql/*.graphql, one bindable per type
 (bindables.py), the resolvers by area — webhooks, deliveries, stats, costs, runs,
-notes, agents, api_keys, alerts, pause — each attached to its type's bindable where it is
-defined."""
+notes, agents, api_keys, alerts, pause, destinations — each attached to its type's
+bindable where it is defined."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from cronhooks_admin.graphql import (  # noqa: F401
     api_keys,
     costs,
     deliveries,
+    destinations,
     notes,
     pause,
     reports,

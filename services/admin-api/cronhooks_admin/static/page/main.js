@@ -9,13 +9,14 @@ import { createApiKey, loadApiKeys } from "./api_keys.js";
 import { loadAgents } from "./agents.js";
 import { loadAlerts, openLinkedWebhook } from "./alerts.js";
 import { loadPause, pauseDeliveries, resumeDeliveries } from "./pause.js";
+import { loadDestinations } from "./destinations.js";
 
 const LIST_REFRESH_MS = 5000;
 let listTimer = null;
 
 async function refreshLists() {
   if (document.hidden || !currentToken()) return;
-  await Promise.all([loadPause(), loadWebhooks(), loadAgents(), loadApiKeys(), loadAlerts()]);
+  await Promise.all([loadPause(), loadWebhooks(), loadAgents(), loadApiKeys(), loadAlerts(), loadDestinations()]);
 }
 
 function showSignedOut() {

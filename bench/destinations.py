@@ -1,0 +1,150 @@
+"""The herd spread over 100 destinations (CONTRACT §17): N webhooks whose next slot is the
+same instant, webhook i aiming at agent port i mod 100 (one agent process, 100 ports on
+loopback), so each destination gets N/100 deliveries and its limit
+(CRONHOOKS_DESTINATION_CONCURRENCY, default 100) is never what bounds the burst; the plain
+herd (herd.py) aims everything at one destination, where it is.
+
+The same figures as the herd (its tables, titled for 100 destinations): lag, makespan,
+deliveries/s, where the time goes, CPU per process, exactly once; the ceiling posts the
+same bodies round-robin over the 100 ports. The APScheduler peer posts to one of them (it
+has no notion of destinations; its figures are the in-memory reference, as in the herd).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+import aiohttp
+
+from bench import cpu, profile
+from bench.common import CONCURRENCY, percentile, signed_delivery
+from bench.harness import Cluster, free_port, running_cluster
+from bench.herd import (
+    CPU_LEAD_SECONDS,
+    Burst,
+    CronhooksRun,
+    HerdRun,
+    apscheduler_burst,
+    breakdown,
+    create_webhooks,
+    exactly_once,
+    herd_sections,
+    received,
+    relay_leader,
+    shared_slot,
+    sleep_until,
+    wait_for_receipts,
+)
+from cronhooks_common.signing import SecretKeys, generate_secret
+
+DESTINATIONS = 100
+
+
+async def start_agent(ports: int) -> tuple[asyncio.subprocess.Process, list[str]]:
+    """One agent process on `ports` ports: their base URLs."""
+    chosen: list[int] = []
+    while len(chosen) < ports:  # the OS may hand a just-closed port out again
+        port = free_port()
+        if port not in chosen:
+            chosen.append(port)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.agent", *map(str, chosen), env={**os.environ}
+    )
+    urls = [f"http://127.0.0.1:{port}" for port in chosen]
+    async with aiohttp.ClientSession() as session:
+        for _ in range(100):
+            try:
+                async with session.get(f"{urls[-1]}/stats") as resp:
+                    if resp.status == 200:
+                        return proc, urls
+            except aiohttp.ClientError:
+                await asyncio.sleep(0.1)
+    proc.terminate()
+    raise RuntimeError("bench agent did not start")
+
+
+async def cronhooks_burst(
+    cluster: Cluster, session: aiohttp.ClientSession, agents: list[str], n: int
+) -> CronhooksRun:
+    slot = shared_slot(n)
+    schedule = f"{slot.minute} {slot.hour} {slot.day} {slot.month} *"
+    share, extra = divmod(n, len(agents))
+    for i, agent in enumerate(agents):
+        count = share + (1 if i < extra else 0)
+        if count:
+            await create_webhooks(cluster, session, count, f"{agent}/hook", schedule)
+    stats = agents[0]  # one process: any port answers for all
+    await sleep_until(slot.timestamp() - CPU_LEAD_SECONDS)
+    await session.post(f"{stats}/reset")
+    async with profile.sampled(cluster.procs, f"destinations-{n}"):
+        cpu_before = cpu.snapshot()
+        await wait_for_receipts(session, stats, n, slot.timestamp() + 120)
+        spent = cpu.spent_ms(cpu_before, cpu.snapshot())
+    await asyncio.sleep(1.0)  # a late duplicate still counts
+    got = await received(session, stats)
+    return CronhooksRun(
+        Burst.of(got, slot.timestamp(), n),
+        await breakdown(cluster.dsn),
+        spent,
+        await exactly_once(cluster.dsn, slot, got, n),
+        await relay_leader(cluster, session),
+    )
+
+
+async def ceiling(session: aiohttp.ClientSession, agents: list[str], n: int) -> dict[str, float]:
+    """The plain aiohttp client, posting round-robin over the ports (herd.ceiling's figures)."""
+    await session.post(f"{agents[0]}/reset")
+    keys = SecretKeys.of(generate_secret())
+    sem = asyncio.Semaphore(CONCURRENCY)
+    started = time.time()
+
+    async def post(i: int) -> None:
+        async with sem:
+            body, headers = signed_delivery(keys, i, "schedule")
+            url = f"{agents[i % len(agents)]}/hook"
+            async with session.post(url, data=body, headers=headers) as resp:
+                await resp.read()
+
+    cpu_before = cpu.own_ms()
+    await asyncio.gather(*(post(i) for i in range(n)))
+    client_ms = cpu.own_ms() - cpu_before
+    got = await received(session, agents[0])
+    last = max(t[0] for t in got.values())
+    lags = [t[0] - started for t in got.values()]
+    return {
+        "makespan": last - started,
+        "per_second": n / (last - started),
+        "cpu_ms_per_post": client_ms / n,
+        "p50": percentile(lags, 50),
+        "p99": percentile(lags, 99),
+    }
+
+
+async def spread_herd(n: int, destinations: int = DESTINATIONS) -> HerdRun:
+    """cronhooks, then the ceiling, then the peer: one agent process on `destinations`
+    ports, the cluster up (and idle) for all three."""
+    proc, agents = await start_agent(destinations)
+    try:
+        async with (
+            running_cluster() as cluster,
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session,
+        ):
+            ours = await cronhooks_burst(cluster, session, agents, n)
+            limit = await ceiling(session, agents, n)
+            peer = await apscheduler_burst(session, agents[0], n)
+    finally:
+        proc.terminate()
+        await proc.wait()
+    return HerdRun(n, 1, ours, limit, peer)
+
+
+async def run(sizes: tuple[int, ...] = (10_000,)) -> list[tuple[str, str]]:
+    """The herd's tables for N webhooks over 100 destinations, at each size."""
+    runs = [await spread_herd(n) for n in sizes]
+    return [
+        (f"{title} — {DESTINATIONS} destinations", content)
+        for title, content in herd_sections(runs)
+    ]

@@ -1,0 +1,260 @@
+"""Destination limits in one dispatcher process (CONTRACT §17): at most `max_concurrent`
+requests in flight to a destination (`scheme://host:port`), at most `max_per_second`
+started per second, none while a `Retry-After` holds it. A delivery over a limit waits in
+request order (a FIFO of futures per destination) and never fails because of it.
+
+The hot path is what a herd pays per delivery: the destination of its URL (cached per
+URL), a dict lookup, and `Gate.try_take` — a few comparisons when nobody waits, no
+allocation, no query. Only a delivery that must wait makes a future, and it waits
+`stepped_aside` (cronhooks_common.consumer): its consumer slot goes to other events
+meanwhile, so deliveries to other destinations go on.
+
+Limits and holds come from Postgres (destination_sync.py calls `apply`); a hold this
+process got itself applies at once (`hold`). Concurrency and rate run on the event loop's
+clock (a `time` function for tests); a hold is an instant of the service's clock, waited
+for with it (`Clock.sleep_until`), so a test's manual clock ends holds as it ends retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime
+
+import structlog
+from prometheus_client import Gauge
+
+from cronhooks_common.clock import Clock
+from cronhooks_common.consumer import stepped_aside
+from cronhooks_common.destination_key import destination_of
+from cronhooks_common.destination_state import Limit, State
+
+log = structlog.get_logger(__name__)
+
+WAITING = Gauge(
+    "cronhooks_destination_waiting",
+    "Deliveries waiting for a destination's limits or hold, in this dispatcher process",
+    ["destination"],
+)
+# Idle gates without an override or a hold are dropped after this many `apply` calls
+# (half a second apart): a process that once sent to many hosts keeps no state for them.
+PRUNE_EVERY = 120
+
+
+class Gate:
+    """One destination's limits and queue. Pure bookkeeping: `Destinations` waits and
+    wakes; everything here takes `now` (seconds on a monotonic clock). While
+    `held_until` is set nothing starts; `Destinations` clears it when the hold ends."""
+
+    __slots__ = (
+        "destination",
+        "held_until",
+        "holding",
+        "in_flight",
+        "interval",
+        "max_concurrent",
+        "next_start",
+        "timer",
+        "waiters",
+        "waiting",
+    )
+
+    def __init__(self, destination: str, max_concurrent: int, interval: float) -> None:
+        self.destination = destination
+        self.max_concurrent = max_concurrent
+        self.interval = interval  # seconds between starts; 0: no rate limit
+        self.in_flight = 0
+        self.waiters: deque[asyncio.Future[None]] = deque()
+        self.waiting = 0  # deliveries waiting (cancelled futures may linger in `waiters`)
+        self.next_start = 0.0  # the rate's next free start
+        self.held_until: datetime | None = None  # a Retry-After hold, on the service's clock
+        self.holding: asyncio.Task[None] | None = None  # ends the hold when its time comes
+        self.timer: asyncio.TimerHandle | None = None
+
+    def try_take(self, now: float) -> bool:
+        """Take a slot at once if nobody waits and every limit allows it."""
+        if (
+            self.waiters
+            or self.in_flight >= self.max_concurrent
+            or self.held_until is not None
+            or now < self.next_start
+        ):
+            return False
+        self._take(now)
+        return True
+
+    def _take(self, now: float) -> None:
+        self.in_flight += 1
+        if self.interval:
+            self.next_start = max(now, self.next_start) + self.interval
+
+    def pump(self, now: float) -> float | None:
+        """Grant slots to waiters in order while the limits allow; the seconds until the
+        rate lets the next one go, None when only a release or a hold's end can (or
+        nobody waits)."""
+        waiters = self.waiters
+        while waiters and self.in_flight < self.max_concurrent and self.held_until is None:
+            if now < self.next_start:
+                return self.next_start - now
+            future = waiters.popleft()
+            if future.done():  # its delivery was cancelled (a stop) while it waited
+                continue
+            self._take(now)
+            future.set_result(None)
+        return None
+
+    def idle(self, now: float) -> bool:
+        return (
+            not self.in_flight
+            and not self.waiters
+            and self.held_until is None
+            and self.next_start <= now
+            and self.timer is None
+        )
+
+
+class Destinations:
+    """Every destination's gate in this process: `acquire` before a request, `release`
+    after its answer."""
+
+    def __init__(
+        self, default_concurrency: int, clock: Clock, *, time: Callable[[], float] | None = None
+    ) -> None:
+        self.default_concurrency = default_concurrency
+        self._clock = clock
+        self._time = time or asyncio.get_running_loop().time
+        self._gates: dict[str, Gate] = {}
+        self._limits: dict[str, Limit] = {}
+        self._applied = 0
+        self._giving_back = False
+
+    def gate(self, url: str) -> Gate:
+        key = destination_of(url)
+        gate = self._gates.get(key)
+        if gate is None:
+            gate = self._gates[key] = Gate(key, *self._limit_of(key))
+        return gate
+
+    async def acquire(self, url: str) -> Gate:
+        """A slot for a request to `url`'s destination, in request order; waits as long
+        as the limits and holds say, and never fails because of them."""
+        gate = self.gate(url)
+        if gate.try_take(self._time()):
+            return gate
+        if self._giving_back:
+            raise asyncio.CancelledError  # stopping: back to the queue, see `give_back`
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        gate.waiters.append(future)
+        self._count(gate, 1)
+        try:
+            self._pump(gate)
+            if not future.done():
+                async with stepped_aside():
+                    await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release(gate)  # granted, but its delivery stops: the slot goes on
+            else:
+                future.cancel()
+            raise
+        finally:
+            self._count(gate, -1)
+        return gate
+
+    def release(self, gate: Gate) -> None:
+        gate.in_flight -= 1
+        if gate.waiters:
+            self._pump(gate)
+
+    def hold(self, destination: str, until: datetime) -> None:
+        """Hold `destination` until `until` or longer, at once."""
+        gate = self._gates.get(destination)
+        if gate is None:
+            gate = self._gates[destination] = Gate(destination, *self._limit_of(destination))
+        if gate.held_until is None or until > gate.held_until:
+            gate.held_until = until
+        if gate.holding is None:
+            gate.holding = asyncio.create_task(self._end_hold(gate))
+
+    def apply(self, state: State) -> None:
+        """The limits and holds Postgres holds now (destination_sync.py)."""
+        now = self._time()
+        self._limits = state.limits
+        for destination, until in state.holds.items():
+            self.hold(destination, until)
+        for gate in self._gates.values():
+            gate.max_concurrent, gate.interval = self._limit_of(gate.destination)
+            if gate.waiters:  # a raised limit or a hold that ended lets them go now
+                self._repump(gate)
+        self._applied += 1
+        if self._applied % PRUNE_EVERY == 0:
+            self._prune(now)
+
+    def give_back(self) -> None:
+        """At a stop: every delivery waiting here (and any that would wait) ends as a
+        cancelled one does, its message unacked, so it goes back to the queue for another
+        replica or the next start, at once. A stop waits for the requests in flight, not
+        for a hold of up to an hour."""
+        self._giving_back = True
+        for gate in self._gates.values():
+            while gate.waiters:
+                gate.waiters.popleft().cancel()
+
+    async def close(self) -> None:
+        holding = [g.holding for g in self._gates.values() if g.holding is not None]
+        for task in holding:
+            task.cancel()
+        await asyncio.gather(*holding, return_exceptions=True)
+
+    def waiting(self) -> dict[str, int]:
+        """Deliveries waiting per destination (only those with any)."""
+        return {key: g.waiting for key, g in self._gates.items() if g.waiting}
+
+    def _limit_of(self, destination: str) -> tuple[int, float]:
+        limit = self._limits.get(destination)
+        if limit is None:
+            return self.default_concurrency, 0.0
+        rate = limit.max_per_second
+        return limit.max_concurrent or self.default_concurrency, 1.0 / rate if rate else 0.0
+
+    async def _end_hold(self, gate: Gate) -> None:
+        """Wait for the hold's end (a later hold moves it: waited for in turn), then let
+        the waiters go."""
+        never = asyncio.Event()
+        try:
+            while gate.held_until is not None and self._clock.now() < gate.held_until:
+                await self._clock.sleep_until(gate.held_until, never)
+        finally:
+            gate.holding = None
+        gate.held_until = None
+        log.info("destination_hold_ended", destination=gate.destination)
+        self._repump(gate)
+
+    def _pump(self, gate: Gate) -> None:
+        delay = gate.pump(self._time())
+        if delay is not None and gate.timer is None:
+            gate.timer = asyncio.get_running_loop().call_later(delay, self._wake, gate)
+
+    def _wake(self, gate: Gate) -> None:
+        gate.timer = None
+        self._pump(gate)
+
+    def _repump(self, gate: Gate) -> None:
+        if gate.timer is not None:
+            gate.timer.cancel()
+            gate.timer = None
+        self._pump(gate)
+
+    def _count(self, gate: Gate, change: int) -> None:
+        gate.waiting += change
+        if gate.waiting:
+            WAITING.labels(gate.destination).set(gate.waiting)
+        else:
+            with contextlib.suppress(KeyError):  # never set: it never waited long
+                WAITING.remove(gate.destination)
+
+    def _prune(self, now: float) -> None:
+        for key in [k for k, g in self._gates.items() if g.idle(now) and k not in self._limits]:
+            del self._gates[key]

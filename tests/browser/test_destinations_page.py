@@ -1,0 +1,65 @@
+"""Destinations on the admin web page (CONTRACT §17), in headless Chromium, offline: a
+destination held by an agent's 429 with Retry-After and a limit override are listed; the
+hold leaves the page when it ends. Screenshot: test-artifacts/web-page-destinations.png."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from aiohttp import web
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+
+from tests.support.agent import Received
+from tests.support.browser import console, problems, shoot, signed_in
+from tests.support.flows import create_webhook, trigger
+from tests.support.system import System
+
+
+def drive(base: str, token: str, end_hold: Callable[[], Any]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    with signed_in(base, token, offline=True, window=(1400, 900)) as page:
+        driver, wait = page.driver, page.wait
+        section = wait.until(ec.visibility_of_element_located((By.ID, "destinations-section")))
+        wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "tr.destination-hold")))
+        seen["holds"] = driver.find_element(By.ID, "destination-holds").text
+        seen["limits"] = driver.find_element(By.ID, "destination-limits").text
+        shoot(driver, "web-page-destinations.png", section)
+        end_hold()
+        driver.find_element(By.ID, "refresh").click()
+        wait.until(ec.invisibility_of_element_located((By.CSS_SELECTOR, "tr.destination-hold")))
+        seen["limits_after"] = driver.find_element(By.ID, "destination-limits").text
+        seen["console"] = console(driver)
+    return seen
+
+
+async def test_held_and_limited_destinations_are_listed(system: System) -> None:
+    async def busy(_: web.Request, __: Received) -> web.StreamResponse:
+        return web.Response(status=503, headers={"Retry-After": "600"})
+
+    url = system.agent.url_for("busy", busy)
+    _, body = await system.graphql(
+        system.admin,
+        'mutation { setDestinationLimit(destination: "https://api.example.com/x",'
+        " maxConcurrent: 5, maxPerSecond: 2.5) { destination } }",
+    )
+    assert "errors" not in body, body
+    hook, _ = await create_webhook(system, system.admin, url, maxRetries=0)
+    await trigger(system, system.admin, hook)
+    await system.agent.wait_for(1, name="busy")
+
+    loop = asyncio.get_running_loop()
+
+    def end_hold() -> None:  # on the loop the clock's sleepers wait on
+        loop.call_soon_threadsafe(system.clock.advance, timedelta(seconds=601))
+
+    seen = await asyncio.to_thread(drive, system.urls["admin-api"], system.admin, end_hold)
+    held = f"http://127.0.0.1:{system.agent.port}"
+    assert held in seen["holds"] and "held" in seen["holds"] and "until" in seen["holds"]
+    assert "https://api.example.com:443" in seen["limits"]
+    assert "5 at once, 2.5 per second" in seen["limits"]
+    assert "https://api.example.com:443" in seen["limits_after"]
+    assert problems(seen["console"]) == []

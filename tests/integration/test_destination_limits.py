@@ -1,0 +1,169 @@
+"""Destination limits (CONTRACT §17) on the running services with real agents on loopback:
+a limit of 2 holds ten slow deliveries to two in flight, in request order; a Retry-After
+hold from one webhook's 429 delays the other webhooks' deliveries to that destination and
+not those to another; setDestinationLimit's validation and its event."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from aiohttp import web
+
+from cronhooks_common.events import EventType, destination_stream
+from tests.support.agent import Agent, Received
+from tests.support.flows import create_webhook, events_of, finished, trigger
+from tests.support.system import System
+
+SET_LIMIT = """
+mutation ($d: String!, $c: Int, $r: Float) {
+  setDestinationLimit(destination: $d, maxConcurrent: $c, maxPerSecond: $r) {
+    destination maxConcurrent maxPerSecond
+  }
+}
+"""
+# The dispatchers read the limits every half second.
+APPLIED = 1.2
+
+
+def destination_of(agent: Agent) -> str:
+    return f"http://127.0.0.1:{agent.port}"
+
+
+async def set_limit(system: System, d: str, **limits: Any) -> dict[str, Any]:
+    _, body = await system.graphql(system.admin, SET_LIMIT, {"d": d, **limits})
+    return body  # type: ignore[no-any-return]
+
+
+async def test_a_limit_of_two_keeps_two_in_flight_in_request_order(system: System) -> None:
+    in_flight = peak = 0
+
+    async def slow(_: web.Request, __: Received) -> web.StreamResponse:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.25)
+        in_flight -= 1
+        return web.json_response({"status": "ok"})
+
+    url = system.agent.url_for("slow", slow)
+    body = await set_limit(system, url, c=2)
+    assert body["data"]["setDestinationLimit"] == {
+        "destination": destination_of(system.agent),
+        "maxConcurrent": 2,
+        "maxPerSecond": None,
+    }
+    await asyncio.sleep(APPLIED)
+    hook, _ = await create_webhook(system, system.admin, url, maxRetries=0)
+    ids = [await trigger(system, system.admin, hook) for _ in range(10)]
+    for delivery_id in ids:
+        assert (await finished(system, system.admin, delivery_id, timeout=30))["status"] == (
+            "success"
+        )
+    arrived = [int(r.headers["webhook-id"]) for r in system.agent.at("slow")]
+    assert arrived == ids  # all ten, once each, in request order
+    assert peak == 2
+
+
+async def test_a_retry_after_holds_the_destination_not_others(system: System) -> None:
+    other = await Agent().start()
+    try:
+        first = True
+
+        async def busy(_: web.Request, __: Received) -> web.StreamResponse:
+            nonlocal first
+            if first:
+                first = False
+                return web.Response(status=429, headers={"Retry-After": "120"})
+            return web.json_response({"status": "ok"})
+
+        held_hook, _ = await create_webhook(
+            system, system.admin, system.agent.url_for("busy", busy), maxRetries=1
+        )
+        same_hook, _ = await create_webhook(
+            system, system.admin, system.agent.url_for("same", _ok), maxRetries=0
+        )
+        other_hook, _ = await create_webhook(
+            system, system.admin, other.url_for("other", _ok), maxRetries=0
+        )
+        got_429 = await trigger(system, system.admin, held_hook)
+        await system.agent.wait_for(1, name="busy")
+        _, holds = await system.graphql(
+            system.admin, "{ destinationHolds { destination heldUntil } }"
+        )
+        [hold] = holds["data"]["destinationHolds"]
+        assert hold["destination"] == destination_of(system.agent)
+
+        waits = await trigger(system, system.admin, same_hook)
+        elsewhere = await trigger(system, system.admin, other_hook)
+        assert (await finished(system, system.admin, elsewhere))["status"] == "success"
+        await asyncio.sleep(0.5)
+        assert system.agent.at("same") == []  # held: it waits, it does not fail
+        pending = await _delivery(system, waits)
+        assert pending["status"] == "pending" and pending["attempts"] == []
+
+        system.clock.advance(timedelta(seconds=120))
+        assert (await finished(system, system.admin, waits))["status"] == "success"
+        done = await finished(system, system.admin, got_429)
+        # only the attempt that got the 429 failed
+        assert [a["responseStatus"] for a in done["attempts"]] == [429, 200]
+        assert len(system.agent.at("same")) == 1
+    finally:
+        await other.stop()
+
+
+async def test_set_destination_limit_checks_its_arguments(system: System) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"d": "https://a.example", "c": 0}, "maxConcurrent"),
+        ({"d": "https://a.example", "c": 10_001}, "maxConcurrent"),
+        ({"d": "https://a.example", "c": -3}, "maxConcurrent"),
+        ({"d": "https://a.example", "r": 0.0}, "maxPerSecond"),
+        ({"d": "https://a.example", "r": -1.5}, "maxPerSecond"),
+        ({"d": "ftp://a.example"}, "destination"),
+        ({"d": "a.example"}, "destination"),
+        ({"d": "https://a.example:99999"}, "destination"),
+        ({"d": ""}, "destination"),
+    ]
+    for variables, field in cases:
+        body = await set_limit(system, **variables)
+        assert body["data"] is None, (variables, body)
+        [error] = body["errors"]
+        assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": field}, variables
+
+    ok = await set_limit(system, "HTTPS://A.Example/hook?x=1", c=10_000, r=0.5)
+    expected = {
+        "destination": "https://a.example:443",
+        "maxConcurrent": 10_000,
+        "maxPerSecond": 0.5,
+    }
+    assert ok["data"]["setDestinationLimit"] == expected
+    rate_only = await set_limit(system, "http://b.example:8080", r=3)
+    assert rate_only["data"]["setDestinationLimit"]["maxConcurrent"] is None
+    _, listed = await system.graphql(
+        system.admin, "{ destinationLimits { destination maxConcurrent maxPerSecond } }"
+    )
+    assert [d["destination"] for d in listed["data"]["destinationLimits"]] == [
+        "http://b.example:8080",
+        "https://a.example:443",
+    ]
+    removed = await set_limit(system, "https://a.example:443")
+    assert removed["data"]["setDestinationLimit"]["maxConcurrent"] is None
+    _, listed = await system.graphql(system.admin, "{ destinationLimits { destination } }")
+    assert listed["data"]["destinationLimits"] == [{"destination": "http://b.example:8080"}]
+
+    events = await events_of(system.dsn, destination_stream("https://a.example:443"))
+    assert [e["type"] for e in events] == [EventType.DESTINATION_LIMIT_SET] * 2
+
+
+async def _ok(_: web.Request, __: Received) -> web.StreamResponse:
+    return web.json_response({"status": "ok"})
+
+
+async def _delivery(system: System, delivery_id: int) -> dict[str, Any]:
+    _, body = await system.graphql(
+        system.admin,
+        "query ($id: Int!) { cronWebhookDelivery(id: $id) { status attempts { attempt } } }",
+        {"id": delivery_id},
+    )
+    return body["data"]["cronWebhookDelivery"]  # type: ignore[no-any-return]

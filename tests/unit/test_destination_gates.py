@@ -1,0 +1,195 @@
+"""The dispatcher's destination limits in one process (destination_gates.py): FIFO waits,
+concurrency, rate spacing and holds. Gate is pure (time is an argument); Destinations is
+run on the event loop, holds on a manual clock."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from datetime import UTC, datetime, timedelta
+
+from prometheus_client import REGISTRY
+
+from cronhooks_common.clock import ManualClock
+from cronhooks_common.destination_state import Limit, State
+from cronhooks_dispatcher.destination_gates import Destinations, Gate
+
+URL = "https://agent.example/hook"
+KEY = "https://agent.example:443"
+T0 = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
+
+
+def waiter(loop: asyncio.AbstractEventLoop, gate: Gate) -> asyncio.Future[None]:
+    future: asyncio.Future[None] = loop.create_future()
+    gate.waiters.append(future)
+    return future
+
+
+async def test_a_gate_lets_waiters_go_in_order_as_slots_free() -> None:
+    loop = asyncio.get_running_loop()
+    gate = Gate(KEY, max_concurrent=2, interval=0.0)
+    assert gate.try_take(0.0) and gate.try_take(0.0)
+    assert not gate.try_take(0.0)
+    first, second = waiter(loop, gate), waiter(loop, gate)
+    assert not gate.try_take(0.0)  # nobody overtakes those who wait
+    assert gate.pump(0.0) is None and not first.done()
+    gate.in_flight -= 1
+    assert gate.pump(0.0) is None
+    assert first.done() and not second.done()
+    gate.in_flight -= 1
+    gate.pump(0.0)
+    assert second.done() and gate.in_flight == 2
+
+
+async def test_rate_spaces_starts() -> None:
+    loop = asyncio.get_running_loop()
+    gate = Gate(KEY, max_concurrent=100, interval=0.25)  # 4 per second
+    assert gate.try_take(10.0)
+    assert not gate.try_take(10.1)
+    later = waiter(loop, gate)
+    delay = gate.pump(10.1)
+    assert delay is not None and abs(delay - 0.15) < 1e-9
+    assert gate.pump(10.25) is None and later.done()
+    assert gate.next_start == 10.5
+    # an idle stretch does not bank starts: the next goes at once, the one after waits
+    assert gate.try_take(20.0) and not gate.try_take(20.0)
+
+
+async def test_a_hold_stops_everything_until_it_is_lifted() -> None:
+    loop = asyncio.get_running_loop()
+    gate = Gate(KEY, max_concurrent=5, interval=0.0)
+    gate.held_until = T0
+    assert not gate.try_take(0.0)
+    held = waiter(loop, gate)
+    assert gate.pump(0.0) is None and not held.done()
+    gate.held_until = None
+    assert gate.pump(0.0) is None and held.done()
+
+
+async def test_a_cancelled_waiter_is_passed_over() -> None:
+    loop = asyncio.get_running_loop()
+    gate = Gate(KEY, max_concurrent=1, interval=0.0)
+    assert gate.try_take(0.0)
+    gone, next_one = waiter(loop, gate), waiter(loop, gate)
+    gone.cancel()
+    gate.in_flight -= 1
+    gate.pump(0.0)
+    assert next_one.done() and not next_one.cancelled() and gate.in_flight == 1
+
+
+async def test_deliveries_wait_in_request_order_never_more_than_the_limit() -> None:
+    gates = Destinations(100, ManualClock(T0))
+    gates.apply(State({KEY: Limit(KEY, 2, None)}, {}))
+    started: list[int] = []
+    in_flight = peak = 0
+
+    async def deliver(n: int) -> None:
+        nonlocal in_flight, peak
+        gate = await gates.acquire(URL)
+        started.append(n)
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01 * (3 - n % 3))  # unequal durations
+        in_flight -= 1
+        gates.release(gate)
+
+    tasks = [asyncio.create_task(deliver(n)) for n in range(10)]
+    await asyncio.sleep(0.005)
+    assert gates.waiting() == {KEY: 8}
+    assert _waiting_metric(KEY) == 8
+    await asyncio.gather(*tasks)
+    assert started == list(range(10)) and peak == 2
+    assert gates.waiting() == {} and _waiting_metric(KEY) is None
+
+
+async def test_rate_limit_in_real_time() -> None:
+    gates = Destinations(100, ManualClock(T0))
+    gates.apply(State({KEY: Limit(KEY, None, 20.0)}, {}))
+    loop = asyncio.get_running_loop()
+    times: list[float] = []
+
+    async def deliver() -> None:
+        gate = await gates.acquire(URL)
+        times.append(loop.time())
+        gates.release(gate)
+
+    await asyncio.gather(*(deliver() for _ in range(5)))
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert all(gap >= 0.045 for gap in gaps), gaps
+
+
+async def test_a_hold_from_postgres_and_a_raised_limit_apply_at_once() -> None:
+    clock = ManualClock(T0)
+    gates = Destinations(1, clock)
+    other = "https://other.example/x"
+    first = await gates.acquire(URL)
+    waiting = asyncio.create_task(gates.acquire(URL))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    gates.apply(State({KEY: Limit(KEY, 2, None)}, {}))  # raised: the waiter goes
+    await asyncio.sleep(0)
+    assert waiting.done()
+    gates.release(first)
+    gates.release(waiting.result())
+    # another replica's hold, read from Postgres: for this destination only, until T0 + 60 s
+    gates.apply(State({}, {KEY: T0 + timedelta(seconds=60)}))
+    gates.release(await gates.acquire(other))
+    held = [asyncio.create_task(gates.acquire(URL)) for _ in range(3)]
+    clock.advance(timedelta(seconds=59))
+    await asyncio.sleep(0.05)
+    assert not any(task.done() for task in held) and gates.waiting() == {KEY: 3}
+    gates.hold(KEY, T0 + timedelta(seconds=30))  # an earlier end never shortens it
+    clock.advance(timedelta(seconds=1))
+    for task in held:  # one at a time (the default limit here is 1), in order
+        gates.release(await task)
+    assert gates.waiting() == {}
+
+
+async def test_a_hold_that_is_lengthened_waits_for_its_new_end() -> None:
+    clock = ManualClock(T0)
+    gates = Destinations(5, clock)
+    gates.hold(KEY, T0 + timedelta(seconds=10))
+    held = asyncio.create_task(gates.acquire(URL))
+    gates.hold(KEY, T0 + timedelta(seconds=20))
+    clock.advance(timedelta(seconds=10))
+    await asyncio.sleep(0.05)
+    assert not held.done()
+    clock.advance(timedelta(seconds=10))
+    gates.release(await held)
+    await gates.close()
+
+
+async def test_a_cancelled_delivery_gives_its_place_back() -> None:
+    gates = Destinations(1, ManualClock(T0))
+    held = await gates.acquire(URL)
+    gone = asyncio.create_task(gates.acquire(URL))
+    after = asyncio.create_task(gates.acquire(URL))
+    await asyncio.sleep(0)
+    gone.cancel()
+    await asyncio.sleep(0)
+    gates.release(held)
+    gate = await after
+    assert gate.in_flight == 1 and gates.waiting() == {}
+    gates.release(gate)
+
+
+def _waiting_metric(destination: str) -> float | None:
+    return REGISTRY.get_sample_value("cronhooks_destination_waiting", {"destination": destination})
+
+
+async def test_a_stop_gives_waiting_deliveries_back_at_once() -> None:
+    clock = ManualClock(T0)
+    gates = Destinations(5, clock)
+    gates.hold(KEY, T0 + timedelta(hours=1))
+    waiting = [asyncio.create_task(gates.acquire(URL)) for _ in range(3)]
+    await asyncio.sleep(0)
+    gates.give_back()
+    results = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results)
+    assert gates.waiting() == {}
+    late = asyncio.create_task(gates.acquire(URL))
+    with contextlib.suppress(asyncio.CancelledError):
+        await late
+    assert late.cancelled()
+    await gates.close()

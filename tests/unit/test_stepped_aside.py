@@ -1,0 +1,38 @@
+"""A notice's event that waits `stepped_aside` (cronhooks_common.consumer_notices) gives its
+slot to the next event meanwhile and takes one again before it goes on: the dispatcher's
+deliveries waiting for a destination never hold up those bound elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+
+from cronhooks_common import consumer_notices
+from cronhooks_common.consumer import stepped_aside
+
+
+async def test_a_waiting_event_lends_its_slot() -> None:
+    slots = asyncio.Semaphore(1)
+    released = asyncio.Event()
+    order: list[str] = []
+
+    async def waiting() -> None:
+        async with slots:
+            consumer_notices._SLOT.set(slots)
+            order.append("waiting: in")
+            async with stepped_aside():
+                await released.wait()
+            order.append("waiting: on again")
+
+    async def other() -> None:
+        async with slots:
+            order.append("other: ran")
+            released.set()
+
+    await asyncio.gather(waiting(), other())
+    assert order == ["waiting: in", "other: ran", "waiting: on again"]
+    assert not slots.locked()  # every slot given back once
+
+
+async def test_outside_a_notice_it_is_a_plain_wait() -> None:
+    async with stepped_aside():
+        await asyncio.sleep(0)
