@@ -19,24 +19,18 @@ import time
 
 import aiohttp
 
-from bench import cpu, profile
+from bench import cpu
 from bench.common import CONCURRENCY, percentile, signed_delivery
 from bench.harness import Cluster, free_port, running_cluster
 from bench.herd import (
-    CPU_LEAD_SECONDS,
-    Burst,
     CronhooksRun,
     HerdRun,
     apscheduler_burst,
-    breakdown,
     create_webhooks,
-    exactly_once,
     herd_sections,
+    measured_burst,
     received,
-    relay_leader,
     shared_slot,
-    sleep_until,
-    wait_for_receipts,
 )
 from cronhooks_common.signing import SecretKeys, generate_secret
 
@@ -77,21 +71,7 @@ async def cronhooks_burst(
         if count:
             await create_webhooks(cluster, session, count, f"{agent}/hook", schedule)
     stats = agents[0]  # one process: any port answers for all
-    await sleep_until(slot.timestamp() - CPU_LEAD_SECONDS)
-    await session.post(f"{stats}/reset")
-    async with profile.sampled(cluster.procs, f"destinations-{n}"):
-        cpu_before = cpu.snapshot()
-        await wait_for_receipts(session, stats, n, slot.timestamp() + 120)
-        spent = cpu.spent_ms(cpu_before, cpu.snapshot())
-    await asyncio.sleep(1.0)  # a late duplicate still counts
-    got = await received(session, stats)
-    return CronhooksRun(
-        Burst.of(got, slot.timestamp(), n),
-        await breakdown(cluster.dsn),
-        spent,
-        await exactly_once(cluster.dsn, slot, got, n),
-        await relay_leader(cluster, session),
-    )
+    return await measured_burst(cluster, session, stats, slot, n, f"destinations-{n}")
 
 
 async def ceiling(session: aiohttp.ClientSession, agents: list[str], n: int) -> dict[str, float]:

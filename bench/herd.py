@@ -284,9 +284,23 @@ async def cronhooks_burst(
     slot = shared_slot(n)
     schedule = f"{slot.minute} {slot.hour} {slot.day} {slot.month} *"
     await create_webhooks(cluster, session, n, f"{agent}/hook", schedule)
+    return await measured_burst(cluster, session, agent, slot, n, f"{n}")
+
+
+async def measured_burst(
+    cluster: Cluster,
+    session: aiohttp.ClientSession,
+    agent: str,
+    slot: datetime,
+    n: int,
+    tag: str,
+) -> CronhooksRun:
+    """The slot's burst of `n` webhooks already created: CPU from CPU_LEAD_SECONDS before
+    the slot to the last receipt at `agent` (whose /stats count every receipt), then the
+    tables' figures."""
     await sleep_until(slot.timestamp() - CPU_LEAD_SECONDS)
     await session.post(f"{agent}/reset")
-    async with profile.sampled(cluster.procs, f"{n}"):
+    async with profile.sampled(cluster.procs, tag):
         cpu_before = cpu.snapshot()
         await wait_for_receipts(session, agent, n, slot.timestamp() + 120)
         spent = cpu.spent_ms(cpu_before, cpu.snapshot())
