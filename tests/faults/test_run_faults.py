@@ -77,6 +77,30 @@ async def ends_of(dsn: str, ids: list[int]) -> dict[int, list[Any]]:
         await conn.close()
 
 
+async def run_ended(conn: asyncpg.Connection, delivery_id: int, within: float) -> Any:
+    """The run's row once it is no longer RUNNING, or as it is after `within` seconds."""
+    for _ in range(int(within / 0.05)):
+        row = await conn.fetchrow(
+            "select state, finished_at from shared.runs where delivery_id = $1", delivery_id
+        )
+        if row["state"] != "RUNNING":
+            break
+        await asyncio.sleep(0.05)
+    return row
+
+
+async def failures_counted(conn: asyncpg.Connection, expected: int) -> int:
+    """The webhook's consecutive failures once they reach `expected` (or after 10 s)."""
+    for _ in range(200):
+        failures = int(
+            await conn.fetchval("select consecutive_failures from dispatcher.webhook_health") or 0
+        )
+        if failures == expected:
+            break
+        await asyncio.sleep(0.05)
+    return failures
+
+
 async def test_no_acknowledged_report_is_lost_when_the_importer_is_killed(
     settings: Settings, agent: Agent
 ) -> None:
@@ -158,14 +182,7 @@ async def test_a_deadline_that_passes_while_the_importer_is_down_times_out_once(
                 == "RUNNING"
             )
             await restart(c, "importer")
-            for _ in range(100):  # within 5 s of the start
-                row = await conn.fetchrow(
-                    "select state, finished_at from shared.runs where delivery_id = $1",
-                    delivery_id,
-                )
-                if row["state"] != "RUNNING":
-                    break
-                await asyncio.sleep(0.05)
+            row = await run_ended(conn, delivery_id, within=5)
             assert row["state"] == "TIMED_OUT" and row["finished_at"] == deadline
             # a second importer start (another kill) ends nothing again
             await kill_9(c, "importer")
@@ -174,14 +191,7 @@ async def test_a_deadline_that_passes_while_the_importer_is_down_times_out_once(
             ends = await ends_of(settings.database_url, [delivery_id])
             assert len(ends[delivery_id]) == 1
             # the dispatcher counted it: a failed delivery of its webhook
-            for _ in range(200):
-                failures = await conn.fetchval(
-                    "select consecutive_failures from dispatcher.webhook_health"
-                )
-                if failures == 1:
-                    break
-                await asyncio.sleep(0.05)
-            assert failures == 1
+            assert await failures_counted(conn, 1) == 1
         finally:
             await conn.close()
 
@@ -206,23 +216,9 @@ async def test_a_deadline_that_passes_while_every_service_is_down_times_out_once
             )
             for service in ("scheduler", "dispatcher", "importer", "admin-api"):
                 await restart(c, service)
-            for _ in range(200):  # within 10 s of the start
-                row = await conn.fetchrow(
-                    "select state, finished_at from shared.runs where delivery_id = $1",
-                    delivery_id,
-                )
-                if row["state"] != "RUNNING":
-                    break
-                await asyncio.sleep(0.05)
+            row = await run_ended(conn, delivery_id, within=10)
             assert row["state"] == "TIMED_OUT" and row["finished_at"] == deadline
-            for _ in range(200):
-                failures = await conn.fetchval(
-                    "select consecutive_failures from dispatcher.webhook_health"
-                )
-                if failures == 1:
-                    break
-                await asyncio.sleep(0.05)
-            assert failures == 1
+            assert await failures_counted(conn, 1) == 1
             # the scheduler killed again: its restart (and watchdog) ends nothing twice
             await kill_9(c, "scheduler")
             await restart(c, "scheduler")
