@@ -9,12 +9,12 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from aiohttp import web
 
 from cronhooks_common.events import EventType, destination_stream
 from tests.support.agent import Agent, Received
 from tests.support.flows import create_webhook, events_of, finished, trigger
+from tests.support.inprocess import eventually
 from tests.support.system import System
 
 SET_LIMIT = """
@@ -63,17 +63,14 @@ async def test_a_limit_of_two_keeps_two_in_flight_in_request_order(system: Syste
             "success"
         )
     arrived = [int(r.headers["webhook-id"]) for r in system.agent.at("slow")]
-    # all ten, once each, in request order; the first two start together (the limit is 2),
-    # so which of them the agent hears first is a race
-    assert sorted(arrived[:2]) == ids[:2] and arrived[2:] == ids[2:]
+    # All ten, once each, started in request order. Two are in flight at a time, so two
+    # that start together may reach the agent either way round: none arrives more than
+    # one place from its request's (a later one never overtakes two earlier ones).
+    assert sorted(arrived) == ids
+    assert all(abs(place - ids.index(d)) <= 1 for place, d in enumerate(arrived)), arrived
     assert peak == 2
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="once under .ci/run with make up beside, the 429 delivery's retry ended failed;"
-    " not yet diagnosed (still run: an XPASS is reported)",
-)
 async def test_a_retry_after_holds_the_destination_not_others(system: System) -> None:
     other = await Agent().start()
     try:
@@ -83,7 +80,7 @@ async def test_a_retry_after_holds_the_destination_not_others(system: System) ->
             nonlocal first
             if first:
                 first = False
-                return web.Response(status=429, headers={"Retry-After": "120"})
+                return web.Response(status=429, headers={"Retry-After": "600"})
             return web.json_response({"status": "ok"})
 
         held_hook, _ = await create_webhook(
@@ -97,10 +94,14 @@ async def test_a_retry_after_holds_the_destination_not_others(system: System) ->
         )
         got_429 = await trigger(system, system.admin, held_hook)
         await system.agent.wait_for(1, name="busy")
-        _, holds = await system.graphql(
-            system.admin, "{ destinationHolds { destination heldUntil } }"
-        )
-        [hold] = holds["data"]["destinationHolds"]
+
+        async def holds() -> list[dict[str, Any]]:  # written just after the 429 came back
+            _, got = await system.graphql(
+                system.admin, "{ destinationHolds { destination heldUntil } }"
+            )
+            return got["data"]["destinationHolds"]  # type: ignore[no-any-return]
+
+        [hold] = await eventually(holds)
         assert hold["destination"] == destination_of(system.agent)
 
         waits = await trigger(system, system.admin, same_hook)
@@ -111,7 +112,13 @@ async def test_a_retry_after_holds_the_destination_not_others(system: System) ->
         pending = await _delivery(system, waits)
         assert pending["status"] == "pending" and pending["attempts"] == []
 
-        system.clock.advance(timedelta(seconds=120))
+        # Past the watchdog's deadline for a request (its timeout + 60 s), the hold still
+        # on: the waiting delivery is not abandoned (it waits, it does not fail)
+        system.clock.advance(timedelta(seconds=300))
+        system.services["scheduler"].watchdog.wake()
+        await asyncio.sleep(1.0)
+        assert (await _delivery(system, waits))["status"] == "pending"
+        system.clock.advance(timedelta(seconds=300))
         assert (await finished(system, system.admin, waits))["status"] == "success"
         done = await finished(system, system.admin, got_429)
         # only the attempt that got the 429 failed

@@ -155,6 +155,11 @@ on conflict (stream) do update set
     version = excluded.version, timeout_ms = excluded.timeout_ms, deadline = excluded.deadline
 """
 
+# A delivery waiting out its destination's hold: its deadline from the hold's end.
+WATCH_MOVE = """
+update scheduler.watched set deadline = $2 where stream = $1
+"""
+
 WATCH_FORGET = """
 delete from scheduler.watched where stream = any($1::text[])
 """
@@ -162,7 +167,7 @@ delete from scheduler.watched where stream = any($1::text[])
 # $3: when the last pause of deliveries ended (CONTRACT §16.4), or null: a delivery that
 # waited through a pause (a retry held) gets its timeout and grace again from the resume.
 WATCH_OVERDUE = """
-select stream, version, deadline from scheduler.watched
+select stream, version, timeout_ms, deadline from scheduler.watched
 where deadline <= $1
   and ($3::timestamptz is null
        or $3::timestamptz + timeout_ms * interval '1 millisecond' + interval '60 seconds' <= $1)

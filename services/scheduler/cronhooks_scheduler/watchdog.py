@@ -18,6 +18,9 @@ sets (`RULES`, by the event's type; any other type keeps the deadline) —
   deadline of its own; its release starts its clock;
 * succeeded, failed, skipped, a run's events (a run's deadline is the importer's): finished.
 
+A delivery overdue while its destination is held (a Retry-After) waits in a dispatcher
+without an event: its deadline restarts at the hold's end (watch_holds.py).
+
 Reads come every POLL at most, so a delivery that starts and ends between two reads (nearly
 all of them) never costs a row. A row past its deadline is abandoned by appending to the
 delivery's stream *at the version the watchdog saw*: if anything was appended since, the
@@ -41,7 +44,7 @@ import asyncpg
 import structlog
 from prometheus_client import Counter
 
-from cronhooks_common import events, eventstore, pause
+from cronhooks_common import destination_state, events, eventstore, pause
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import (
@@ -63,7 +66,7 @@ from cronhooks_common.events import (
 )
 from cronhooks_common.faults import ABANDONED
 from cronhooks_common.tail import HELD_BACK_FIRST, WATERMARK, Checkpoint, held_back
-from cronhooks_scheduler import queries
+from cronhooks_scheduler import queries, watch_holds
 
 log = structlog.get_logger(__name__)
 
@@ -255,10 +258,19 @@ class Watchdog:
         if switch.active(now):
             return 0
         due = await conn.fetch(queries.WATCH_OVERDUE, now, ABANDON, switch.ended_at(now))
+        holds = await destination_state.holds(conn, now) if due else []
+        held = {h.destination: h.held_until for h in holds}
         for row in due:
             history = await eventstore.read_stream(conn, row["stream"])
             if not history or history[-1].version != row["version"]:
                 continue  # moved on since it was read: the next read says how
+            until = watch_holds.held_until(history, held)
+            if until is not None:
+                # Its destination is held (a Retry-After, CONTRACT §17): it waits in a
+                # dispatcher and must not fail for it. Its clock starts again at the end.
+                restart = until + timedelta(milliseconds=row["timeout_ms"]) + GRACE
+                await conn.execute(queries.WATCH_MOVE, row["stream"], restart)
+                continue
             try:
                 async with conn.transaction():  # savepoint: a refused append leaves nothing
                     await eventstore.append(
