@@ -13,15 +13,13 @@ has no notion of destinations; its figures are the in-memory reference, as in th
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import time
 
 import aiohttp
 
 from bench import cpu
 from bench.common import CONCURRENCY, percentile, signed_delivery
-from bench.harness import Cluster, free_port, running_cluster
+from bench.harness import Cluster, running_cluster
 from bench.herd import (
     CronhooksRun,
     HerdRun,
@@ -31,33 +29,11 @@ from bench.herd import (
     measured_burst,
     received,
     shared_slot,
+    start_agents,
 )
 from cronhooks_common.signing import SecretKeys, generate_secret
 
 DESTINATIONS = 100
-
-
-async def start_agent(ports: int) -> tuple[asyncio.subprocess.Process, list[str]]:
-    """One agent process on `ports` ports: their base URLs."""
-    chosen: list[int] = []
-    while len(chosen) < ports:  # the OS may hand a just-closed port out again
-        port = free_port()
-        if port not in chosen:
-            chosen.append(port)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.agent", *map(str, chosen), env={**os.environ}
-    )
-    urls = [f"http://127.0.0.1:{port}" for port in chosen]
-    async with aiohttp.ClientSession() as session:
-        for _ in range(100):
-            try:
-                async with session.get(f"{urls[-1]}/stats") as resp:
-                    if resp.status == 200:
-                        return proc, urls
-            except aiohttp.ClientError:
-                await asyncio.sleep(0.1)
-    proc.terminate()
-    raise RuntimeError("bench agent did not start")
 
 
 async def cronhooks_burst(
@@ -106,7 +82,7 @@ async def ceiling(session: aiohttp.ClientSession, agents: list[str], n: int) -> 
 async def spread_herd(n: int, destinations: int = DESTINATIONS) -> HerdRun:
     """cronhooks, then the ceiling, then the peer: one agent process on `destinations`
     ports, the cluster up (and idle) for all three."""
-    proc, agents = await start_agent(destinations)
+    proc, agents = await start_agents(destinations)
     try:
         async with (
             running_cluster() as cluster,

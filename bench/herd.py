@@ -50,19 +50,30 @@ async def sleep_until(at: float) -> None:
 
 
 async def start_agent() -> tuple[asyncio.subprocess.Process, str]:
-    port = free_port()
+    proc, [url] = await start_agents(1)
+    return proc, url
+
+
+async def start_agents(ports: int) -> tuple[asyncio.subprocess.Process, list[str]]:
+    """One agent process (bench/agent.py) listening on `ports` ports: their base URLs."""
+    chosen: list[int] = []
+    while len(chosen) < ports:  # the OS may hand a just-closed port out again
+        port = free_port()
+        if port not in chosen:
+            chosen.append(port)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.agent", str(port), env={**os.environ}
+        sys.executable, "-m", "bench.agent", *map(str, chosen), env={**os.environ}
     )
-    url = f"http://127.0.0.1:{port}"
+    urls = [f"http://127.0.0.1:{port}" for port in chosen]
     async with aiohttp.ClientSession() as session:
         for _ in range(100):
             try:
-                async with session.get(f"{url}/stats") as resp:
+                async with session.get(f"{urls[-1]}/stats") as resp:
                     if resp.status == 200:
-                        return proc, url
+                        return proc, urls
             except aiohttp.ClientError:
                 await asyncio.sleep(0.1)
+    proc.terminate()
     raise RuntimeError("bench agent did not start")
 
 
