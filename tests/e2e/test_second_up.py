@@ -4,16 +4,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 
 from cronhooks_common.settings import Settings
-from tests.support.processes import free_port, with_free_ports
+from tests.support.processes import free_port, up_until_it_stops, with_free_ports
 
 pytestmark = pytest.mark.e2e
 
@@ -36,26 +34,21 @@ async def test_a_second_up_names_the_taken_ports_and_starts_nothing(
     demo_port = free_port()
     first = [listening(int(env["CRONHOOKS_ADMIN_PORT"])), listening(demo_port)]
     try:
-        proc = await asyncio.create_subprocess_exec(
-            Path(sys.executable).parent / "cronhooks",
-            "up",
+        code, out, err = await up_until_it_stops(
+            env,
+            tmp_path,
             "--demo-agent",
             "--demo-agent-port",
             str(demo_port),
             "--log-file",
             "up.log",
-            env=env,
-            cwd=tmp_path,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
         )
-        out, err = await asyncio.wait_for(proc.communicate(), 30)
     finally:
         for sock in first:
             sock.close()
-    assert proc.returncode == 2
-    assert out == b""
-    lines = err.decode().strip().splitlines()
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
     assert len(lines) == 1, lines
     line = lines[0]
     assert line.startswith(

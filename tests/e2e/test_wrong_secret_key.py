@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,7 +20,14 @@ from tests.support import rabbit
 from tests.support.agent import Agent
 from tests.support.graphql import CREATE_WEBHOOK, DELIVERY
 from tests.support.inprocess import eventually
-from tests.support.processes import SERVICES, cli, cluster, service_log, with_free_ports
+from tests.support.processes import (
+    SERVICES,
+    cli,
+    cluster,
+    service_log,
+    up_until_it_stops,
+    with_free_ports,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -104,17 +110,8 @@ async def test_cronhooks_up_with_a_wrong_key_names_the_services_and_stops(
     code, _, err = await cli(env, "migrate")  # the database's key: the tests' own
     assert code == 0, err
     env["CRONHOOKS_SECRET_KEY"] = WRONG
-    proc = await asyncio.create_subprocess_exec(
-        Path(sys.executable).parent / "cronhooks",
-        "up",
-        env=env,
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err_bytes = await asyncio.wait_for(proc.communicate(), 30)
-    err = err_bytes.decode()
-    assert proc.returncode == 2, err
+    code, out, err = await up_until_it_stops(env, tmp_path)
+    assert code == 2, err
     lines = err.strip().splitlines()
     summary = [line for line in lines if line.startswith("cronhooks up: ")]
     assert len(summary) == 1, err
@@ -125,7 +122,7 @@ async def test_cronhooks_up_with_a_wrong_key_names_the_services_and_stops(
     assert said and sorted(stopped.split(", ")) == sorted(said), err
     for service in said:
         assert err.count(f"cronhooks {service}: {WHY}") == 1, err
-    assert b"services_not_ready" not in err_bytes + out
+    assert "services_not_ready" not in err + out
 
 
 async def test_secrets_reseal_says_what_it_did_and_how_to_finish(settings: Settings) -> None:
@@ -169,19 +166,8 @@ async def test_make_ups_terminal_hears_why_when_logs_go_to_a_file(
     code, _, err = await cli(env, "migrate")
     assert code == 0, err
     env["CRONHOOKS_SECRET_KEY"] = WRONG
-    proc = await asyncio.create_subprocess_exec(
-        Path(sys.executable).parent / "cronhooks",
-        "up",
-        "--log-file",
-        "up.log",
-        env=env,
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out_bytes, _ = await asyncio.wait_for(proc.communicate(), 30)
-    out = out_bytes.decode()
-    assert proc.returncode == 2, out
+    code, out, _ = await up_until_it_stops(env, tmp_path, "--log-file", "up.log")
+    assert code == 2, out
     terminal = out.strip().splitlines()
     assert terminal[0] == "cronhooks up: migrations and service logs go to up.log", out
     summary = [line for line in terminal if line.startswith("cronhooks up: ") and "stopped" in line]

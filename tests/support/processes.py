@@ -66,6 +66,26 @@ async def cli(
     return proc.returncode, out.decode(), err.decode()
 
 
+async def up_until_it_stops(
+    env: Mapping[str, str], cwd: Path, *args: str, timeout: float = 30
+) -> tuple[int, str, str]:
+    """`cronhooks up ARGS` with exactly `env`, in `cwd` (its log file and state files go
+    there), run until it stops by itself (a configuration error): its exit code, what it
+    printed and what it logged."""
+    proc = await asyncio.create_subprocess_exec(
+        Path(sys.executable).parent / "cronhooks",
+        "up",
+        *args,
+        env=dict(env),
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
 async def cli_ok(settings: Settings | Mapping[str, str], *args: str) -> str:
     """What `cronhooks ARGS` printed; it must succeed."""
     code, out, err = await cli(settings, *args)
