@@ -7,7 +7,7 @@ import pytest
 
 from cronhooks_common.settings import Settings
 from tests.support.lanes import SlowAgent, admin, burst, create, settle, wait_requested
-from tests.support.processes import cluster, free_port
+from tests.support.processes import cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -41,11 +41,7 @@ async def test_a_group_runs_one_at_a_time_across_two_dispatchers(settings: Setti
     agent = await SlowAgent(seconds=1.0).start()
     try:
         async with cluster(settings) as c:
-            await c.start(
-                "dispatcher",
-                name="dispatcher-2",
-                env={"CRONHOOKS_DISPATCHER_PORT": str(free_port())},
-            )
+            await c.start_replica("dispatcher", "dispatcher-2")
             token = await admin(c)
             hooks = [await create(c, token, agent.url, executionGroup="batch") for _ in range(3)]
             last = await burst(settings.database_url, hooks, minutes=2)  # 9 deliveries

@@ -12,7 +12,7 @@ import pytest
 from cronhooks_common.settings import Settings
 from tests.support.destinations import TimingAgent, Visit, peak, ports_of
 from tests.support.graphql import CREATE_WEBHOOK, TRIGGER_WEBHOOK
-from tests.support.processes import cluster, free_port
+from tests.support.processes import cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -24,11 +24,7 @@ async def test_each_replica_keeps_its_own_limit(settings: Settings) -> None:
     agent = await TimingAgent(seconds=0.4).start()
     try:
         async with cluster(settings) as c:
-            await c.start(
-                "dispatcher",
-                name="dispatcher-2",
-                env={"CRONHOOKS_DISPATCHER_PORT": str(free_port())},
-            )
+            await c.start_replica("dispatcher", "dispatcher-2")
             token = await c.admin_token("replicas")
             body = await c.graphql(
                 token,

@@ -14,7 +14,7 @@ import pytest
 from cronhooks_common.settings import Settings
 from tests.support.destinations import TimingAgent
 from tests.support.graphql import CREATE_WEBHOOK, TRIGGER_WEBHOOK
-from tests.support.processes import Cluster, cluster, free_port
+from tests.support.processes import Cluster, cluster
 
 pytestmark = pytest.mark.faults
 
@@ -34,11 +34,7 @@ async def test_a_hold_outlives_the_dispatcher_that_got_it(settings: Settings) ->
     agent.retry_after = str(HOLD_SECONDS)
     try:
         async with cluster(settings) as c:
-            await c.start(
-                "dispatcher",
-                name="dispatcher-2",
-                env={"CRONHOOKS_DISPATCHER_PORT": str(free_port())},
-            )
+            await c.start_replica("dispatcher", "dispatcher-2")
             await asyncio.sleep(1.5)  # the replica has started consuming
             token = await c.admin_token("hold")
             busy = await create(c, token, agent.url("busy"))

@@ -93,14 +93,19 @@ async def cli_ok(settings: Settings | Mapping[str, str], *args: str) -> str:
     return out
 
 
+def _port_variable(service: str) -> str:
+    """The setting of a service's HTTP port (admin-api's is CRONHOOKS_ADMIN_PORT)."""
+    key = "ADMIN" if service == "admin-api" else service.upper()
+    return f"CRONHOOKS_{key}_PORT"
+
+
 @dataclass
 class Cluster:
     env: dict[str, str]
     procs: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
 
     def url(self, service: str) -> str:
-        key = {"admin-api": "ADMIN"}.get(service, service.upper())
-        return f"http://127.0.0.1:{self.env[f'CRONHOOKS_{key}_PORT']}"
+        return f"http://127.0.0.1:{self.env[_port_variable(service)]}"
 
     async def cli(self, *args: str) -> str:
         return await cli_ok(self.env, *args)
@@ -140,6 +145,10 @@ class Cluster:
             ) as resp,
         ):
             return await resp.json()  # type: ignore[no-any-return]
+
+    async def start_replica(self, service: str, name: str) -> None:
+        """A further process of `service`, as `name`, on a free port of its own."""
+        await self.start(service, name=name, env={_port_variable(service): str(free_port())})
 
     async def wait_ready(self, service: str, timeout: float = 30) -> None:
         deadline = asyncio.get_running_loop().time() + timeout
