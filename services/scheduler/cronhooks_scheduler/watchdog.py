@@ -16,10 +16,8 @@ sets (`RULES`, by the event's type; any other type keeps the deadline) —
 * attempt failed: the retry's `retry_at` plus the timeout plus GRACE;
 * queued (DELAY, an execution group): none — it waits for another delivery, which has a
   deadline of its own; its release starts its clock;
-* succeeded, failed, skipped, a run's events (a run's deadline is the importer's): finished.
-
-A delivery overdue while its destination is held (a Retry-After) waits in a dispatcher
-without an event: its deadline restarts at the hold's end (watch_holds.py).
+* succeeded, failed, skipped, a run's events (a run's deadline is the importer's): finished;
+* overdue while its destination is held: restarts at the hold's end (overdue.py).
 
 Reads come every POLL at most, so a delivery that starts and ends between two reads (nearly
 all of them) never costs a row. A row past its deadline is abandoned by appending to the
@@ -44,7 +42,7 @@ import asyncpg
 import structlog
 from prometheus_client import Counter
 
-from cronhooks_common import destination_state, events, eventstore, pause
+from cronhooks_common import events, eventstore, pause
 from cronhooks_common.clock import Clock
 from cronhooks_common.db import TRANSIENT_DB_ERRORS
 from cronhooks_common.events import (
@@ -57,16 +55,14 @@ from cronhooks_common.events import (
     DeliveryRequested,
     DeliverySkipped,
     DeliverySucceeded,
-    Event,
     NewEvent,
     NotesImported,
     NotesRejected,
     Payload,
-    delivery_fields,
 )
-from cronhooks_common.faults import ABANDONED
 from cronhooks_common.tail import HELD_BACK_FIRST, WATERMARK, Checkpoint, held_back
-from cronhooks_scheduler import queries, watch_holds
+from cronhooks_scheduler import overdue, queries
+from cronhooks_scheduler.overdue import abandonment  # re-exported: its old import path
 
 log = structlog.get_logger(__name__)
 
@@ -258,19 +254,13 @@ class Watchdog:
         if switch.active(now):
             return 0
         due = await conn.fetch(queries.WATCH_OVERDUE, now, ABANDON, switch.ended_at(now))
-        holds = await destination_state.holds(conn, now) if due else []
-        held = {h.destination: h.held_until for h in holds}
+        held = await overdue.current(conn, now) if due else {}
         for row in due:
             history = await eventstore.read_stream(conn, row["stream"])
             if not history or history[-1].version != row["version"]:
                 continue  # moved on since it was read: the next read says how
-            until = watch_holds.held_until(history, held)
-            if until is not None:
-                # Its destination is held (a Retry-After, CONTRACT §17): it waits in a
-                # dispatcher and must not fail for it. Its clock starts again at the end.
-                restart = until + timedelta(milliseconds=row["timeout_ms"]) + GRACE
-                await conn.execute(queries.WATCH_MOVE, row["stream"], restart)
-                continue
+            if await overdue.postponed(conn, row, history, held, GRACE):
+                continue  # its destination is held: it waits, it must not fail
             try:
                 async with conn.transaction():  # savepoint: a refused append leaves nothing
                     await eventstore.append(
@@ -292,21 +282,3 @@ class Watchdog:
                 deadline=row["deadline"].isoformat(),
             )
         return len(due)
-
-
-def abandonment(history: list[Event]) -> DeliveryFailed:
-    """The `delivery.failed` that ends a delivery with this history (read as stored,
-    whatever it holds). Pure."""
-    first = history[0].data
-    requests = [e.data for e in history if e.type == DeliveryRequested.TYPE]
-    latest = requests[-1] if requests else first
-    attempt = max(int(e.data.get("attempt") or 0) for e in history)
-    return DeliveryFailed(
-        **delivery_fields(
-            {**first, "attempt": attempt, "trigger": latest.get("trigger", "schedule")}
-        ),
-        status="failed",
-        error=ABANDONED,
-        response_status=None,
-        duration_ms=None,
-    )
