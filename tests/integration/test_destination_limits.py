@@ -1,7 +1,8 @@
 """Destination limits (CONTRACT §17) on the running services with real agents on loopback:
-a limit of 2 holds ten slow deliveries to two in flight, in request order; a Retry-After
-hold from one webhook's 429 delays the other webhooks' deliveries to that destination and
-not those to another; setDestinationLimit's validation and its event."""
+a limit of 2 holds ten slow deliveries to two in flight, in request order; a delivery
+waiting its turn past the watchdog's deadline is not abandoned; a Retry-After hold from
+one webhook's 429 delays the other webhooks' deliveries to that destination and not those
+to another; setDestinationLimit's validation and its event."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from aiohttp import web
 
 from cronhooks_common.events import EventType, destination_stream
 from tests.support.agent import Agent, Received
-from tests.support.flows import create_webhook, events_of, finished, trigger
+from tests.support.flows import create_webhook, events_of, fetchval, finished, trigger
 from tests.support.inprocess import eventually
 from tests.support.system import System
 
@@ -69,6 +70,65 @@ async def test_a_limit_of_two_keeps_two_in_flight_in_request_order(system: Syste
     assert sorted(arrived) == ids
     assert all(abs(place - ids.index(d)) <= 1 for place, d in enumerate(arrived)), arrived
     assert peak == 2
+
+
+async def test_a_delivery_waiting_its_turn_past_the_watchdogs_deadline_is_not_abandoned(
+    system: System,
+) -> None:
+    answer = asyncio.Event()
+
+    async def stuck(_: web.Request, __: Received) -> web.StreamResponse:
+        await answer.wait()
+        return web.json_response({"status": "ok"})
+
+    url = system.agent.url_for("stuck", stuck)
+    await set_limit(system, url, c=1)
+    await asyncio.sleep(APPLIED)
+    hook, _ = await create_webhook(system, system.admin, url, maxRetries=0)
+    try:
+        await _waiting_its_turn(system, hook, answer)
+    finally:
+        answer.set()  # a failed check must not leave a request open at the stop
+
+
+async def _waiting_its_turn(system: System, hook: int, answer: asyncio.Event) -> None:
+    sent = await trigger(system, system.admin, hook)
+    await system.agent.wait_for(1, name="stuck")
+    waits = await trigger(system, system.admin, hook)
+
+    async def waiting() -> list[dict[str, Any]]:
+        query = "{ destinationWaiting { destination waiting } }"
+        _, got = await system.graphql(system.admin, query)
+        return got["data"]["destinationWaiting"]  # type: ignore[no-any-return]
+
+    one = [{"destination": destination_of(system.agent), "waiting": 1}]
+    assert await eventually(waiting) == one
+    # Held half a minute (before any watchdog deadline: a timeout + 60 s), both are told by
+    # id as held long (one sent, one waiting); five minutes on, far past those deadlines,
+    # the watchdog moves their deadlines on instead of abandoning them. (Time moves in
+    # steps here: the dispatcher tells every half second of real time.)
+    system.clock.advance(timedelta(seconds=30))
+
+    async def told_long() -> bool:
+        told = (
+            "select array_agg(i order by i) from shared.destination_waiting, unnest(long_waits) i"
+        )
+        return await fetchval(system.dsn, told) == sorted([sent, waits])
+
+    await eventually(told_long)
+    system.clock.advance(timedelta(seconds=270))
+    system.services["scheduler"].watchdog.wake()
+    await asyncio.sleep(1.0)
+    assert [(await _delivery(system, d))["status"] for d in (sent, waits)] == ["pending"] * 2
+    answer.set()
+    for delivery_id in (sent, waits):
+        assert (await finished(system, system.admin, delivery_id))["status"] == "success"
+    assert len(system.agent.at("stuck")) == 2
+
+    async def none_waits() -> bool:
+        return await waiting() == []
+
+    await eventually(none_waits)
 
 
 async def test_a_retry_after_holds_the_destination_not_others(system: System) -> None:

@@ -12,12 +12,13 @@ from datetime import UTC, datetime, timedelta
 from prometheus_client import REGISTRY
 
 from cronhooks_common.clock import ManualClock
-from cronhooks_common.destination_state import Limit, State
-from cronhooks_dispatcher.destination_gates import Destinations, Gate
+from cronhooks_common.destination_state import Limit, State, Waiting
+from cronhooks_dispatcher.destination_gates import LONG_WAIT, Destinations, Gate
 
 URL = "https://agent.example/hook"
 KEY = "https://agent.example:443"
 T0 = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
+IDS = itertools.count(1)  # delivery ids
 
 
 def waiter(loop: asyncio.AbstractEventLoop, gate: Gate) -> asyncio.Future[None]:
@@ -86,7 +87,7 @@ async def test_deliveries_wait_in_request_order_never_more_than_the_limit() -> N
 
     async def deliver(n: int) -> None:
         nonlocal in_flight, peak
-        gate = await gates.acquire(URL)
+        gate = await gates.acquire(URL, next(IDS))
         started.append(n)
         in_flight += 1
         peak = max(peak, in_flight)
@@ -110,7 +111,7 @@ async def test_rate_limit_in_real_time() -> None:
     times: list[float] = []
 
     async def deliver() -> None:
-        gate = await gates.acquire(URL)
+        gate = await gates.acquire(URL, next(IDS))
         times.append(loop.time())
         gates.release(gate)
 
@@ -123,8 +124,8 @@ async def test_a_hold_from_postgres_and_a_raised_limit_apply_at_once() -> None:
     clock = ManualClock(T0)
     gates = Destinations(1, clock)
     other = "https://other.example/x"
-    first = await gates.acquire(URL)
-    waiting = asyncio.create_task(gates.acquire(URL))
+    first = await gates.acquire(URL, next(IDS))
+    waiting = asyncio.create_task(gates.acquire(URL, next(IDS)))
     await asyncio.sleep(0)
     assert not waiting.done()
     gates.apply(State({KEY: Limit(KEY, 2, None)}, {}))  # raised: the waiter goes
@@ -134,8 +135,8 @@ async def test_a_hold_from_postgres_and_a_raised_limit_apply_at_once() -> None:
     gates.release(waiting.result())
     # another replica's hold, read from Postgres: for this destination only, until T0 + 60 s
     gates.apply(State({}, {KEY: T0 + timedelta(seconds=60)}))
-    gates.release(await gates.acquire(other))
-    held = [asyncio.create_task(gates.acquire(URL)) for _ in range(3)]
+    gates.release(await gates.acquire(other, next(IDS)))
+    held = [asyncio.create_task(gates.acquire(URL, next(IDS))) for _ in range(3)]
     clock.advance(timedelta(seconds=59))
     await asyncio.sleep(0.05)
     assert not any(task.done() for task in held) and gates.waiting() == {KEY: 3}
@@ -150,7 +151,7 @@ async def test_a_hold_that_is_lengthened_waits_for_its_new_end() -> None:
     clock = ManualClock(T0)
     gates = Destinations(5, clock)
     gates.hold(KEY, T0 + timedelta(seconds=10))
-    held = asyncio.create_task(gates.acquire(URL))
+    held = asyncio.create_task(gates.acquire(URL, next(IDS)))
     gates.hold(KEY, T0 + timedelta(seconds=20))
     clock.advance(timedelta(seconds=10))
     await asyncio.sleep(0.05)
@@ -162,16 +163,16 @@ async def test_a_hold_that_is_lengthened_waits_for_its_new_end() -> None:
 
 async def test_a_cancelled_delivery_gives_its_place_back() -> None:
     gates = Destinations(1, ManualClock(T0))
-    held = await gates.acquire(URL)
-    gone = asyncio.create_task(gates.acquire(URL))
-    after = asyncio.create_task(gates.acquire(URL))
+    held = await gates.acquire(URL, next(IDS))
+    gone = asyncio.create_task(gates.acquire(URL, next(IDS)))
+    after = asyncio.create_task(gates.acquire(URL, next(IDS)))
     await asyncio.sleep(0)
     gone.cancel()
     await asyncio.sleep(0)
     gates.release(held)
-    gate = await after
-    assert gate.in_flight == 1 and gates.waiting() == {}
-    gates.release(gate)
+    slot = await after
+    assert slot.gate.in_flight == 1 and gates.waiting() == {}
+    gates.release(slot)
 
 
 def _waiting_metric(destination: str) -> float | None:
@@ -182,14 +183,44 @@ async def test_a_stop_gives_waiting_deliveries_back_at_once() -> None:
     clock = ManualClock(T0)
     gates = Destinations(5, clock)
     gates.hold(KEY, T0 + timedelta(hours=1))
-    waiting = [asyncio.create_task(gates.acquire(URL)) for _ in range(3)]
+    waiting = [asyncio.create_task(gates.acquire(URL, next(IDS))) for _ in range(3)]
     await asyncio.sleep(0)
     gates.give_back()
     results = await asyncio.gather(*waiting, return_exceptions=True)
     assert all(isinstance(r, asyncio.CancelledError) for r in results)
     assert gates.waiting() == {}
-    late = asyncio.create_task(gates.acquire(URL))
+    late = asyncio.create_task(gates.acquire(URL, next(IDS)))
     with contextlib.suppress(asyncio.CancelledError):
         await late
     assert late.cancelled()
+    await gates.close()
+
+
+async def test_what_waits_is_told_with_the_long_held_deliveries_by_id() -> None:
+    clock = ManualClock(T0)
+    gates = Destinations(1, clock)
+    sending = await gates.acquire(URL, 7)  # in flight, then held long
+    waiting = asyncio.create_task(gates.acquire(URL, 8))
+    await asyncio.sleep(0)
+    assert gates.waiting_now() == {KEY: Waiting(1)}  # nothing held long yet
+    clock.advance(LONG_WAIT)
+    late = asyncio.create_task(gates.acquire(URL, 9))  # waits, but not for long yet
+    await asyncio.sleep(0)
+    assert gates.waiting_now() == {KEY: Waiting(2, (7, 8))}
+    gates.release(sending)  # 8 is sent now, still held long; 9 waits on
+    sent = await waiting
+    assert gates.waiting_now() == {KEY: Waiting(1, (8,))}
+    gates.release(sent)
+    gates.release(await late)
+    assert gates.waiting_now() == {}
+    # a wait that ends by a stop is forgotten too
+    gates.hold(KEY, T0 + timedelta(hours=1))
+    stopped = asyncio.create_task(gates.acquire(URL, 10))
+    await asyncio.sleep(0)
+    clock.advance(LONG_WAIT)
+    assert gates.waiting_now() == {KEY: Waiting(1, (10,))}
+    gates.give_back()
+    with contextlib.suppress(asyncio.CancelledError):
+        await stopped
+    assert gates.waiting_now() == {}
     await gates.close()

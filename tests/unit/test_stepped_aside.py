@@ -16,12 +16,14 @@ async def test_a_waiting_event_lends_its_slot() -> None:
     order: list[str] = []
 
     async def waiting() -> None:
-        async with slots:
-            consumer_notices._SLOT.set(slots)
-            order.append("waiting: in")
-            async with stepped_aside():
-                await released.wait()
-            order.append("waiting: on again")
+        slot = consumer_notices._Slot(slots)
+        await slot.take()
+        consumer_notices._SLOT.set(slot)
+        order.append("waiting: in")
+        async with stepped_aside():
+            await released.wait()
+        order.append("waiting: on again")
+        slot.give()
 
     async def other() -> None:
         async with slots:
@@ -31,6 +33,32 @@ async def test_a_waiting_event_lends_its_slot() -> None:
     await asyncio.gather(waiting(), other())
     assert order == ["waiting: in", "other: ran", "waiting: on again"]
     assert not slots.locked()  # every slot given back once
+
+
+async def test_cancelled_while_taking_its_slot_again_it_holds_none() -> None:
+    slots = asyncio.Semaphore(1)
+    stepped = asyncio.Event()
+    slot = consumer_notices._Slot(slots)
+
+    async def waiting() -> None:
+        await slot.take()
+        consumer_notices._SLOT.set(slot)
+        try:
+            async with stepped_aside():
+                stepped.set()
+                await asyncio.sleep(0)
+        finally:
+            if slot.held:  # as Notices._one does
+                slot.give()
+
+    task = asyncio.create_task(waiting())
+    await stepped.wait()
+    async with slots:  # another event has the one slot when the waiter wants it back
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled() and not slot.held
+    assert not slots.locked() and slots._value == 1  # given back exactly once
 
 
 async def test_outside_a_notice_it_is_a_plain_wait() -> None:

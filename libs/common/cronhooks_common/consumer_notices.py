@@ -32,8 +32,26 @@ log = structlog.get_logger(__name__)
 
 NoticeHandler = Callable[[work.Ref], Awaitable[None]]
 
+class _Slot:
+    """The consumer slot one event of a notice holds; given up while it steps aside."""
+
+    __slots__ = ("held", "slots")
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self.slots = slots
+        self.held = False
+
+    async def take(self) -> None:
+        await self.slots.acquire()  # a cancelled acquire holds nothing (asyncio's promise)
+        self.held = True
+
+    def give(self) -> None:
+        self.held = False
+        self.slots.release()
+
+
 # The slot the current event holds (each event of a notice runs in a task of its own).
-_SLOT: ContextVar[asyncio.Semaphore | None] = ContextVar("notice_slot", default=None)
+_SLOT: ContextVar[_Slot | None] = ContextVar("notice_slot", default=None)
 
 
 @contextlib.asynccontextmanager
@@ -44,13 +62,13 @@ async def stepped_aside() -> AsyncIterator[None]:
     if slot is None:
         yield
         return
-    slot.release()
+    slot.give()
     try:
         yield
     finally:
-        # Shielded: the slot is given back on the way out whatever happens, so it must
-        # be held again here (a stop cancels only after in-hand events had their time).
-        await asyncio.shield(slot.acquire())
+        # Taken again before the event goes on; a stop that cancels it meanwhile leaves
+        # the slot given (`held` says so: `_one` gives back only a slot it holds).
+        await slot.take()
 
 
 def is_notice(message: DeliveredMessage) -> bool:
@@ -98,12 +116,17 @@ class Notices:
     async def _one(self, ref: work.Ref) -> bool:
         """Handle one event of a notice; True if it was handled or ended by the hook."""
         handle = self._handle
-        async with self._slots:
-            _SLOT.set(self._slots)
+        slot = _Slot(self._slots)
+        await slot.take()
+        try:
+            _SLOT.set(slot)
             with logs.bound(event_id=ref.event_id):
                 error = await with_retries(lambda: handle(ref))
                 if error is not None and await self._poison.ended(ref.event_id, ref.stream, error):
                     return True
+        finally:
+            if slot.held:
+                slot.give()
         if error is not None:
             log.error(
                 "event_dead_lettered",

@@ -7,6 +7,9 @@ dispatcher replica applies a change at once.
 * `shared.destination_holds`: a `429`/`503` with `Retry-After` holds the destination until
   then; the dispatcher that got the answer writes it (`hold`), a later answer only
   lengthens it.
+* `shared.destination_waiting`: what waits in each dispatcher process, told by the
+  process every half second (`tell_waiting`), for the page (`waiting`) and the watchdog
+  (`long_waits`: deliveries waiting their turn are not overdue).
 
 Readers (the dispatchers) poll `read` every half second rather than LISTEN: a
 notification is lost while a listening connection is down, so a listener must poll on
@@ -18,6 +21,7 @@ applies its own hold at once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -49,6 +53,14 @@ class Hold:
 
 
 @dataclass(frozen=True, slots=True)
+class Waiting:
+    """What waits for one destination in one dispatcher process."""
+
+    waiting: int  # deliveries waiting for its limits or hold now
+    long_waits: tuple[int, ...] = ()  # ids of deliveries held there for long (see the table)
+
+
+@dataclass(frozen=True, slots=True)
 class State:
     limits: dict[str, Limit]
     holds: dict[str, datetime]  # only those still holding at the time of reading
@@ -71,6 +83,35 @@ set held_until = greatest(h.held_until, excluded.held_until),
     set_at = excluded.set_at
 """
 _PRUNE = "delete from shared.destination_holds where held_until < $1"
+# One statement: this process's rows become exactly `$2` (a JSON array of rows).
+_TELL_WAITING = """
+with told as (
+    select * from jsonb_to_recordset($2::jsonb)
+        as t(destination text, waiting integer, long_waits bigint[])
+), gone as (
+    delete from shared.destination_waiting w
+    where w.process = $1 and w.destination not in (select destination from told)
+)
+insert into shared.destination_waiting as w
+    (destination, process, waiting, long_waits, seen_at)
+select destination, $1, waiting, long_waits, now() from told
+on conflict (destination, process) do update
+set waiting = excluded.waiting, long_waits = excluded.long_waits, seen_at = excluded.seen_at
+"""
+_WAITING = """
+select destination, sum(waiting)::integer as waiting from shared.destination_waiting
+where seen_at > now() - $1 * interval '1 second' and waiting > 0
+group by destination order by destination
+"""
+_LONG_WAITS = """
+select distinct unnest(long_waits) as delivery_id from shared.destination_waiting
+where seen_at > now() - $1 * interval '1 second'
+"""
+_PRUNE_WAITING = """
+delete from shared.destination_waiting where seen_at < now() - $1 * interval '1 second'
+"""
+# A process tells what waits every half second; a row older than this is a process gone.
+FRESH_SECONDS = 5.0
 _UPSERT = """
 insert into shared.destination_limits as l
     (destination, max_concurrent, max_per_second, set_by, set_at)
@@ -123,6 +164,34 @@ async def hold(
 async def prune(conn: asyncpg.Connection | asyncpg.Pool, before: datetime) -> None:
     """Forget holds that ended before `before`."""
     await conn.execute(_PRUNE, before)
+
+
+async def tell_waiting(
+    conn: asyncpg.Connection | asyncpg.Pool, process: str, waiting: Mapping[str, Waiting]
+) -> None:
+    """This dispatcher process's waiting, per destination, replacing what it told before
+    (an empty mapping clears it)."""
+    rows = [
+        {"destination": d, "waiting": w.waiting, "long_waits": list(w.long_waits)}
+        for d, w in waiting.items()
+    ]
+    await conn.execute(_TELL_WAITING, process, rows)  # jsonb: the pools' codec encodes
+
+
+async def waiting(conn: asyncpg.Connection | asyncpg.Pool) -> dict[str, int]:
+    """Deliveries waiting per destination now, over every live dispatcher process."""
+    rows = await conn.fetch(_WAITING, FRESH_SECONDS)
+    return {row["destination"]: row["waiting"] for row in rows}
+
+
+async def long_waits(conn: asyncpg.Connection | asyncpg.Pool) -> frozenset[int]:
+    """The deliveries a live dispatcher process holds for their turn and has held long."""
+    return frozenset(row["delivery_id"] for row in await conn.fetch(_LONG_WAITS, FRESH_SECONDS))
+
+
+async def prune_waiting(conn: asyncpg.Connection | asyncpg.Pool) -> None:
+    """Forget what processes that stopped telling (killed ones) told."""
+    await conn.execute(_PRUNE_WAITING, 10 * FRESH_SECONDS)
 
 
 async def set_limit(

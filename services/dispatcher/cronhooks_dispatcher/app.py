@@ -15,7 +15,8 @@ A delivery's steps, in order:
 3. admit — admit.py: FORBID, DELAY and execution groups; a request that may not go now is
    recorded skipped or waiting (`delivery.queued`);
 4. sign and send — deliver.py: when the destination's limits and holds let it
-   (destination_gates.py; from Postgres by destination_sync.py), the body (payload.py,
+   (destination_gates.py; from Postgres by destination_sync.py, which tells back what
+   waits: destination_waits.py), the body (payload.py,
    context_notes.py for attachNotes), signed, POSTed through the shared session with the
    SSRF guard (sender.py), the answer judged (outcome.py; retry.py says when to try
    again);

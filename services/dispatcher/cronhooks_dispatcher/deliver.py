@@ -133,14 +133,14 @@ async def _attempt(
     deps = call.deps
     request = deadline.stamped(request, event.occurred_at)  # its retries' deadline (§17)
     url = request.target.url
-    gate = await deps.gates.acquire(url)
+    slot = await deps.gates.acquire(url, request.delivery_id)
     try:
         started_at = deps.clock.now()
         if first and isinstance(request, DeliveryRequested):
             _observe_lag(request, started_at)
         attempt, result = await send(deps, request, call.sealed_secret, started_at)
     finally:
-        deps.gates.release(gate)
+        deps.gates.release(slot)
     await deps.holds.hold(url, result.status, result.retry_after)
     try:
         ended = _judged(event, attempt, result, deps.clock.now())

@@ -10,34 +10,33 @@ allocation, no query. Only a delivery that must wait makes a future, and it wait
 meanwhile, so deliveries to other destinations go on.
 
 Limits and holds come from Postgres (destination_sync.py calls `apply`); a hold this
-process got itself applies at once (`hold`). Concurrency and rate run on the event loop's
-clock (a `time` function for tests); a hold is an instant of the service's clock, waited
-for with it (`Clock.sleep_until`), so a test's manual clock ends holds as it ends retries.
+process got itself applies at once (`hold`). What waits here goes the other way
+(`waiting_now`, told every half second): the page shows it, and the scheduler's watchdog
+must not take a delivery that waits its turn here for a lost one (`LONG_WAIT`).
+
+Concurrency and rate run on the event loop's clock (a `time` function for tests); a hold
+is an instant of the service's clock, waited for with it (`Clock.sleep_until`), so a
+test's manual clock ends holds as it ends retries; how long a delivery has been held here
+is counted on the service's clock too, as the watchdog's deadlines are.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 
 import structlog
-from prometheus_client import Gauge
 
 from cronhooks_common.clock import Clock
 from cronhooks_common.consumer import stepped_aside
 from cronhooks_common.destination_key import destination_of
-from cronhooks_common.destination_state import Limit, State
+from cronhooks_common.destination_state import Limit, State, Waiting
+from cronhooks_dispatcher.destination_waits import LONG_WAIT, WAITING, Held, told
 
 log = structlog.get_logger(__name__)
 
-WAITING = Gauge(
-    "cronhooks_destination_waiting",
-    "Deliveries waiting for a destination's limits or hold, in this dispatcher process",
-    ["destination"],
-)
 # Idle gates without an override or a hold are dropped after this many `apply` calls
 # (half a second apart): a process that once sent to many hosts keeps no state for them.
 PRUNE_EVERY = 120
@@ -115,6 +114,16 @@ class Gate:
         )
 
 
+class Slot:
+    """A delivery's place at its destination, from `acquire` to `release`."""
+
+    __slots__ = ("delivery_id", "gate")
+
+    def __init__(self, delivery_id: int, gate: Gate) -> None:
+        self.delivery_id = delivery_id
+        self.gate = gate
+
+
 class Destinations:
     """Every destination's gate in this process: `acquire` before a request, `release`
     after its answer."""
@@ -129,6 +138,8 @@ class Destinations:
         self._limits: dict[str, Limit] = {}
         self._applied = 0
         self._giving_back = False
+        self._held = Held()
+        WAITING.sources.add(self)
 
     def gate(self, url: str) -> Gate:
         key = destination_of(url)
@@ -137,17 +148,27 @@ class Destinations:
             gate = self._gates[key] = Gate(key, *self._limit_of(key))
         return gate
 
-    async def acquire(self, url: str) -> Gate:
+    async def acquire(self, url: str, delivery_id: int) -> Slot:
         """A slot for a request to `url`'s destination, in request order; waits as long
-        as the limits and holds say, and never fails because of them."""
+        as the limits and holds say, and never fails because of them. The delivery is
+        held here until `release`."""
         gate = self.gate(url)
+        self._held.add(delivery_id, self._clock.now(), gate.destination)
+        try:
+            await self._take(gate)
+        except BaseException:
+            self._held.drop(delivery_id)
+            raise
+        return Slot(delivery_id, gate)
+
+    async def _take(self, gate: Gate) -> None:
         if gate.try_take(self._time()):
-            return gate
+            return
         if self._giving_back:
             raise asyncio.CancelledError  # stopping: back to the queue, see `give_back`
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         gate.waiters.append(future)
-        self._count(gate, 1)
+        gate.waiting += 1
         try:
             self._pump(gate)
             if not future.done():
@@ -155,15 +176,18 @@ class Destinations:
                     await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
-                self.release(gate)  # granted, but its delivery stops: the slot goes on
+                self._free(gate)  # granted, but its delivery stops: the slot goes on
             else:
                 future.cancel()
             raise
         finally:
-            self._count(gate, -1)
-        return gate
+            gate.waiting -= 1
 
-    def release(self, gate: Gate) -> None:
+    def release(self, slot: Slot) -> None:
+        self._held.drop(slot.delivery_id)
+        self._free(slot.gate)
+
+    def _free(self, gate: Gate) -> None:
         gate.in_flight -= 1
         if gate.waiters:
             self._pump(gate)
@@ -212,6 +236,11 @@ class Destinations:
         """Deliveries waiting per destination (only those with any)."""
         return {key: g.waiting for key, g in self._gates.items() if g.waiting}
 
+    def waiting_now(self) -> dict[str, Waiting]:
+        """What waits here per destination, and the deliveries held here longer than
+        LONG_WAIT (waiting or sent after a wait): what destination_sync.py tells."""
+        return told(self.waiting(), self._held.long(self._clock.now() - LONG_WAIT))
+
     def _limit_of(self, destination: str) -> tuple[int, float]:
         limit = self._limits.get(destination)
         if limit is None:
@@ -246,14 +275,6 @@ class Destinations:
             gate.timer.cancel()
             gate.timer = None
         self._pump(gate)
-
-    def _count(self, gate: Gate, change: int) -> None:
-        gate.waiting += change
-        if gate.waiting:
-            WAITING.labels(gate.destination).set(gate.waiting)
-        else:
-            with contextlib.suppress(KeyError):  # never set: it never waited long
-                WAITING.remove(gate.destination)
 
     def _prune(self, now: float) -> None:
         for key in [k for k, g in self._gates.items() if g.idle(now) and k not in self._limits]:

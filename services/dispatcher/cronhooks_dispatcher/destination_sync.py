@@ -4,12 +4,20 @@ Every half second the state is read (`cronhooks_common.destination_state`, why a
 not LISTEN is said there) and applied to the gates, so a setDestinationLimit or another
 replica's hold takes effect here within about a second. A `429`/`503` with `Retry-After`
 this process gets is applied here at once and written for the others (`hold`).
+
+The other way, each poll tells what waits here (`shared.destination_waiting`, when
+anything does or did at the last poll): the page shows it, and the scheduler's watchdog
+leaves alone the deliveries held here for long, which wait their turn (CONTRACT §17:
+they never fail for it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import secrets
+import socket
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -32,12 +40,20 @@ FORGET_AFTER = timedelta(hours=1)
 PRUNE_EVERY = 120  # polls
 
 
+def process_name() -> str:
+    """This process among the dispatchers' rows: host, pid and a random part (a pid is
+    reused across restarts and containers)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
 class DestinationSync:
     def __init__(self, pool: asyncpg.Pool, clock: Clock, destinations: Destinations) -> None:
         self._pool = pool
         self._clock = clock
         self.destinations = destinations
         self._task: asyncio.Task[None] | None = None
+        self._process = process_name()
+        self._told = False  # the last tell had anything in it
 
     async def start(self) -> None:
         """Read the state once (the first delivery already sees it), then keep polling."""
@@ -50,9 +66,18 @@ class DestinationSync:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self.destinations.close()
+        with contextlib.suppress(Exception):  # the rows go stale by themselves anyway
+            await destination_state.tell_waiting(self._pool, self._process, {})
 
     async def refresh(self) -> None:
         self.destinations.apply(await destination_state.read(self._pool, self._clock.now()))
+
+    async def tell(self) -> None:
+        """Tell what waits here, if anything does or did at the last tell."""
+        waiting = self.destinations.waiting_now()
+        if waiting or self._told:
+            await destination_state.tell_waiting(self._pool, self._process, waiting)
+            self._told = bool(waiting)
 
     async def hold(self, url: str, status: int | None, header: str | None) -> datetime | None:
         """After an answer: a 429/503 whose Retry-After asks for a wait holds the URL's
@@ -86,7 +111,9 @@ class DestinationSync:
             polls += 1
             try:
                 await self.refresh()
+                await self.tell()
                 if polls % PRUNE_EVERY == 0:
                     await destination_state.prune(self._pool, self._clock.now() - FORGET_AFTER)
+                    await destination_state.prune_waiting(self._pool)
             except Exception as exc:  # the database away: keep what was read, try again
                 log.warning("destination_state_unread", error=repr(exc))

@@ -1,14 +1,16 @@
 """What becomes of a delivery the watchdog finds overdue (watchdog.py).
 
-* Postponed, when its destination is held (CONTRACT §17): held by a `Retry-After`, it
-  waits in a dispatcher without an event until the hold ends, and must not fail for that
-  wait; its timeout and GRACE count again from the hold's end.
+* Postponed, when it waits its turn in a dispatcher (CONTRACT §17: over a destination's
+  limits or hold it waits without an event, and must not fail for that wait): its
+  timeout and GRACE count again from the end of its destination's hold, or from now while
+  a live dispatcher tells it holds the delivery for long (`shared.destination_waiting`).
 * Otherwise abandoned: the `delivery.failed` that ends it (`abandonment`, pure).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,21 +23,32 @@ from cronhooks_common.faults import ABANDONED
 from cronhooks_scheduler import queries
 
 
-async def current(conn: asyncpg.Connection, now: datetime) -> dict[str, datetime]:
-    """The destinations held at `now`, and until when."""
-    return {h.destination: h.held_until for h in await destination_state.holds(conn, now)}
+@dataclass(frozen=True, slots=True)
+class Waits:
+    """What the dispatchers make deliveries wait for now."""
+
+    now: datetime
+    holds: Mapping[str, datetime]  # destinations held, until when
+    turns: frozenset[int]  # deliveries a live dispatcher has held for their turn for long
+
+
+async def current(conn: asyncpg.Connection, now: datetime) -> Waits:
+    holds = {h.destination: h.held_until for h in await destination_state.holds(conn, now)}
+    return Waits(now, holds, await destination_state.long_waits(conn))
 
 
 async def postponed(
     conn: asyncpg.Connection,
     row: Any,
     history: list[Event],
-    holds: Mapping[str, datetime],
+    waits: Waits,
     grace: timedelta,
 ) -> bool:
-    """Move an overdue delivery's deadline past its destination's hold, if one holds it
-    (its timeout and `grace` from the hold's end); True if it did."""
-    until = held_until(history, holds)
+    """Move an overdue delivery's deadline on if it waits its turn: its timeout and
+    `grace` from its destination's hold's end, or from now; True if it did."""
+    until = held_until(history, waits.holds)
+    if until is None and history and history[0].data.get("delivery_id") in waits.turns:
+        until = waits.now
     if until is None:
         return False
     restart = until + timedelta(milliseconds=row["timeout_ms"]) + grace

@@ -17,7 +17,8 @@ sets (`RULES`, by the event's type; any other type keeps the deadline) —
 * queued (DELAY, an execution group): none — it waits for another delivery, which has a
   deadline of its own; its release starts its clock;
 * succeeded, failed, skipped, a run's events (a run's deadline is the importer's): finished;
-* overdue while its destination is held: restarts at the hold's end (overdue.py).
+* overdue while it waits its turn in a dispatcher (its destination held, or a limit's
+  queue): restarts at the hold's end, or now (overdue.py).
 
 Reads come every POLL at most, so a delivery that starts and ends between two reads (nearly
 all of them) never costs a row. A row past its deadline is abandoned by appending to the
@@ -254,13 +255,15 @@ class Watchdog:
         if switch.active(now):
             return 0
         due = await conn.fetch(queries.WATCH_OVERDUE, now, ABANDON, switch.ended_at(now))
-        held = await overdue.current(conn, now) if due else {}
+        if not due:
+            return 0
+        waits = await overdue.current(conn, now)
         for row in due:
             history = await eventstore.read_stream(conn, row["stream"])
             if not history or history[-1].version != row["version"]:
                 continue  # moved on since it was read: the next read says how
-            if await overdue.postponed(conn, row, history, held, GRACE):
-                continue  # its destination is held: it waits, it must not fail
+            if await overdue.postponed(conn, row, history, waits, GRACE):
+                continue  # it waits its turn (a hold, a limit): it must not fail
             try:
                 async with conn.transaction():  # savepoint: a refused append leaves nothing
                     await eventstore.append(

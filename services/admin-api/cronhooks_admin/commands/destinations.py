@@ -1,7 +1,8 @@
-"""setDestinationLimit / destinationLimits / destinationHolds (CONTRACT §17): the command
-side of destination limits, whose state is `shared.destination_limits` and
-`shared.destination_holds` (cronhooks_common.destination_state). The dispatchers read the
-same tables, so a limit set here applies on every replica within about a second.
+"""setDestinationLimit / destinationLimits / destinationHolds / destinationWaiting (CONTRACT
+§17): the command side of destination limits, whose state is `shared.destination_limits`,
+`shared.destination_holds` and what the dispatchers tell in `shared.destination_waiting`
+(cronhooks_common.destination_state). The dispatchers read the limits and holds, so a limit
+set here applies on every replica within about a second.
 
 Like the pause switch, the answer is the state as stored, not a read model: there is
 nothing to project (the event, `destination.limit_set`, is the history; the row is now).
@@ -93,3 +94,7 @@ class DestinationCommands:
             {"destination": h.destination, "held_until": h.held_until}
             for h in await destination_state.holds(self.pool, now)
         ]
+
+    async def waiting(self) -> list[dict[str, Any]]:
+        waiting = await destination_state.waiting(self.pool)
+        return [{"destination": d, "waiting": n} for d, n in waiting.items()]

@@ -1,5 +1,5 @@
 """Destination limits (CONTRACT §17): destinationLimits, destinationHolds,
-setDestinationLimit."""
+destinationWaiting, setDestinationLimit."""
 
 from __future__ import annotations
 
@@ -23,6 +23,11 @@ async def resolve_destination_limits(_: Any, info: Info) -> list[GraphQLObject]:
 @query.field("destinationHolds")
 async def resolve_destination_holds(_: Any, info: Info) -> list[GraphQLObject]:
     return await info.context.commands.destinations.holds()
+
+
+@query.field("destinationWaiting")
+async def resolve_destination_waiting(_: Any, info: Info) -> list[GraphQLObject]:
+    return await info.context.commands.destinations.waiting()
 
 
 @mutation.field("setDestinationLimit")
