@@ -32,6 +32,7 @@ log = structlog.get_logger(__name__)
 
 NoticeHandler = Callable[[work.Ref], Awaitable[None]]
 
+
 class _Slot:
     """The consumer slot one event of a notice holds; given up while it steps aside."""
 
