@@ -115,12 +115,12 @@ class Gate:
 
 
 class Slot:
-    """A delivery's place at its destination, from `acquire` to `release`."""
+    """A request's place at its destination, from `acquire` to `release`."""
 
     __slots__ = ("delivery_id", "gate")
 
-    def __init__(self, delivery_id: int, gate: Gate) -> None:
-        self.delivery_id = delivery_id
+    def __init__(self, delivery_id: int | None, gate: Gate) -> None:
+        self.delivery_id = delivery_id  # None: an agent-cron fire
         self.gate = gate
 
 
@@ -148,16 +148,18 @@ class Destinations:
             gate = self._gates[key] = Gate(key, *self._limit_of(key))
         return gate
 
-    async def acquire(self, url: str, delivery_id: int) -> Slot:
+    async def acquire(self, url: str, delivery_id: int | None) -> Slot:
         """A slot for a request to `url`'s destination, in request order; waits as long
-        as the limits and holds say, and never fails because of them. The delivery is
-        held here until `release`."""
+        as the limits and holds say, and never fails because of them. A delivery is held
+        here until `release` (a fire, `delivery_id` None, is not watched for)."""
         gate = self.gate(url)
-        self._held.add(delivery_id, self._clock.now(), gate.destination)
+        if delivery_id is not None:
+            self._held.add(delivery_id, self._clock.now(), gate.destination)
         try:
             await self._take(gate)
         except BaseException:
-            self._held.drop(delivery_id)
+            if delivery_id is not None:
+                self._held.drop(delivery_id)
             raise
         return Slot(delivery_id, gate)
 
@@ -184,7 +186,8 @@ class Destinations:
             gate.waiting -= 1
 
     def release(self, slot: Slot) -> None:
-        self._held.drop(slot.delivery_id)
+        if slot.delivery_id is not None:
+            self._held.drop(slot.delivery_id)
         self._free(slot.gate)
 
     def _free(self, gate: Gate) -> None:
