@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.support.agent import Received
 from tests.support.flows import create_api_key, create_change_webhook, finished, push_notes
-from tests.support.inprocess import Running
+from tests.support.inprocess import Running, eventually
 from tests.support.system import System
 from tests.support.token_api import call
 
@@ -86,6 +86,12 @@ async def test_a_change_delivery_carries_at_most_1_mib_of_content(system: System
     )
     assert status == 200, answer
     [fired] = await system.agent.wait_for(1)
+
+    async def projected() -> bool:  # admin-api's read model, which the trigger reads
+        _, got = await system.graphql(system.admin, '{ notes(pattern: "big/*") { path } }')
+        return len(got["data"]["notes"]) == len(big)
+
+    await eventually(projected)
     await trigger_change(system, system.admin, hook_id, list(big))
     [_, manual] = await system.agent.wait_for(2)
 
