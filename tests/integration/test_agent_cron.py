@@ -774,7 +774,6 @@ async def test_a_burst_of_fires_reads_and_opens_the_signing_key_once(settings: S
             writer=None,  # type: ignore[arg-type]
             issuer=settings.public_url,
             allow_private=True,
-            holds=None,  # type: ignore[arg-type]
         )
         burst = await asyncio.gather(*(caller.signing_key(clock.now()) for _ in range(50)))
         assert len({id(key) for key in burst}) == 1  # one read served all fifty

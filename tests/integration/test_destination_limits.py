@@ -14,15 +14,7 @@ from aiohttp import web
 
 from cronhooks_common.events import EventType, destination_stream
 from tests.support.agent import Agent, Received
-from tests.support.flows import (
-    create_webhook,
-    events_of,
-    fetchval,
-    finished,
-    provision_now,
-    trigger,
-    trigger_ended,
-)
+from tests.support.flows import create_webhook, events_of, fetchval, finished, trigger
 from tests.support.inprocess import eventually
 from tests.support.system import System
 
@@ -194,56 +186,6 @@ async def test_a_retry_after_holds_the_destination_not_others(system: System) ->
         assert len(system.agent.at("same")) == 1
     finally:
         await other.stop()
-
-
-async def test_agent_cron_fires_wait_for_holds_and_make_them(system: System) -> None:
-    """A fire is a request to the agent's host like a delivery: it waits for a hold a
-    delivery's 429 made, and its own 429 holds the destination for the deliveries."""
-    answers: dict[str, int] = {}
-
-    def once_429(name: str, seconds: int) -> Any:
-        async def answer(_: web.Request, __: Received) -> web.StreamResponse:
-            answers[name] = answers.get(name, 0) + 1
-            if answers[name] == 1:
-                return web.Response(status=429, headers={"Retry-After": str(seconds)})
-            return web.json_response({"status": "ok"})
-
-        return answer
-
-    fire_path = "cb/api/cron/fire"
-    system.agent.url_for(fire_path, once_429("fire", 60))  # retried in its window
-    busy, _ = await create_webhook(
-        system, system.admin, system.agent.url_for("busy", once_429("busy", 300)), maxRetries=0
-    )
-    same, _ = await create_webhook(
-        system, system.admin, system.agent.url_for("same", _ok), maxRetries=0
-    )
-    await trigger(system, system.admin, busy)
-    await _held(system)
-    agent_id = await provision_now(
-        system, system.admin, f"{destination_of(system.agent)}/cb", system.clock.now().isoformat()
-    )
-    await asyncio.sleep(1.0)
-    assert system.agent.at(fire_path) == []  # due, but the destination is held
-    system.clock.advance(timedelta(seconds=301))
-    await system.agent.wait_for(1, name=fire_path)  # the hold is over: it goes, gets a 429
-    await _held(system)
-    waits = await trigger(system, system.admin, same)
-    await asyncio.sleep(0.5)
-    assert system.agent.at("same") == []  # held by the fire's answer
-    system.clock.advance(timedelta(seconds=61))
-    assert (await finished(system, system.admin, waits))["status"] == "success"
-    ended = await trigger_ended(system, system.admin, agent_id)
-    assert (ended["state"], ended["lastOutcome"]) == ("fired", "delivered")
-    assert len(system.agent.at(fire_path)) == 2
-
-
-async def _held(system: System) -> None:
-    async def held() -> bool:
-        _, got = await system.graphql(system.admin, "{ destinationHolds { destination } }")
-        return got["data"]["destinationHolds"] == [{"destination": destination_of(system.agent)}]
-
-    await eventually(held)
 
 
 async def test_set_destination_limit_checks_its_arguments(system: System) -> None:

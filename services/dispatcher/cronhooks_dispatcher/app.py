@@ -171,7 +171,6 @@ class DispatcherService:
                 writer=self._writer,
                 issuer=settings.public_url,
                 allow_private=settings.allow_private_targets,
-                holds=self._destinations,
             ),
             gates=gates,
             holds=self._destinations,

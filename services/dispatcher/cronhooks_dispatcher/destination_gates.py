@@ -115,12 +115,12 @@ class Gate:
 
 
 class Slot:
-    """A request's place at its destination, from `acquire` to `release`."""
+    """A delivery's place at its destination, from `acquire` to `release`."""
 
     __slots__ = ("delivery_id", "gate")
 
-    def __init__(self, delivery_id: int | None, gate: Gate) -> None:
-        self.delivery_id = delivery_id  # None: an agent-cron fire
+    def __init__(self, delivery_id: int, gate: Gate) -> None:
+        self.delivery_id = delivery_id
         self.gate = gate
 
 
@@ -148,18 +148,16 @@ class Destinations:
             gate = self._gates[key] = Gate(key, *self._limit_of(key))
         return gate
 
-    async def acquire(self, url: str, delivery_id: int | None) -> Slot:
+    async def acquire(self, url: str, delivery_id: int) -> Slot:
         """A slot for a request to `url`'s destination, in request order; waits as long
-        as the limits and holds say, and never fails because of them. A delivery is held
-        here until `release` (a fire, `delivery_id` None, is not watched for)."""
+        as the limits and holds say, and never fails because of them. The delivery is
+        held here until `release`."""
         gate = self.gate(url)
-        if delivery_id is not None:
-            self._held.add(delivery_id, self._clock.now(), gate.destination)
+        self._held.add(delivery_id, self._clock.now(), gate.destination)
         try:
             await self._take(gate)
         except BaseException:
-            if delivery_id is not None:
-                self._held.drop(delivery_id)
+            self._held.drop(delivery_id)
             raise
         return Slot(delivery_id, gate)
 
@@ -186,8 +184,7 @@ class Destinations:
             gate.waiting -= 1
 
     def release(self, slot: Slot) -> None:
-        if slot.delivery_id is not None:
-            self._held.drop(slot.delivery_id)
+        self._held.drop(slot.delivery_id)
         self._free(slot.gate)
 
     def _free(self, gate: Gate) -> None:

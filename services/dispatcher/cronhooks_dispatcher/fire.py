@@ -12,8 +12,6 @@ deliveries: at most an hour, unreadable → the backoff) while the next attempt 
 within 15 minutes of `fire_at` (CONTRACT §15); else at once `trigger.fired` with outcome
 failed, its error saying why. Retries are scheduler timers, like delivery retries. A fire
 that cannot be handled at all (a bug of ours) ends `failed` too (`end_by_fault`).
-A fire waits for its destination's limits and holds as a delivery does (CONTRACT §17), and
-its 429/503 with Retry-After holds the destination for both.
 """
 
 from __future__ import annotations
@@ -46,7 +44,6 @@ from cronhooks_common.keys import SigningKey, active_key
 from cronhooks_common.signing import USER_AGENT
 from cronhooks_dispatcher import sender
 from cronhooks_dispatcher.deps import Call, Fault
-from cronhooks_dispatcher.destination_sync import DestinationSync
 from cronhooks_dispatcher.record import Record, RecordWriter
 from cronhooks_dispatcher.retry import wait_before
 
@@ -97,7 +94,6 @@ class FireCaller:
     writer: RecordWriter
     issuer: str
     allow_private: bool
-    holds: DestinationSync  # destination limits and holds (CONTRACT §17)
     _key: SigningKey | None = field(default=None, init=False)
     _key_loaded: datetime | None = field(default=None, init=False)
     _key_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
@@ -136,30 +132,22 @@ class FireCaller:
         )
 
     async def call(self, event: Event, fire: TriggerRequested) -> None:
-        """POST the fire to the agent when its destination's limits and holds let it
-        (CONTRACT §17: a fire is a request to the agent's host like a delivery), and
-        record what came back; a 429/503 with Retry-After holds the destination."""
-        url = fire.callback_url.rstrip("/") + "/api/cron/fire"
-        slot = await self.holds.destinations.acquire(url, None)
-        try:
-            now = self.clock.now()  # after any wait: the token is fresh when it leaves
-            body = json.dumps({"job_id": fire.job_id, "fire_at": provisioned_fire_at(fire)})
-            headers = {
-                "Content-Type": "application/json",
-                "User-Agent": USER_AGENT,
-                "Authorization": f"Bearer {self.token(await self.signing_key(now), fire, now)}",
-            }
-            result = await sender.post(
-                self.http,
-                url,
-                body=body.encode(),
-                headers=headers,
-                timeout_seconds=ATTEMPT_TIMEOUT,
-                allow_private=self.allow_private,
-            )
-        finally:
-            self.holds.destinations.release(slot)
-        await self.holds.hold(url, result.status, result.retry_after)
+        """POST the fire to the agent and record what came back."""
+        now = self.clock.now()
+        body = json.dumps({"job_id": fire.job_id, "fire_at": provisioned_fire_at(fire)}).encode()
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            "Authorization": f"Bearer {self.token(await self.signing_key(now), fire, now)}",
+        }
+        result = await sender.post(
+            self.http,
+            fire.callback_url.rstrip("/") + "/api/cron/fire",
+            body=body,
+            headers=headers,
+            timeout_seconds=ATTEMPT_TIMEOUT,
+            allow_private=self.allow_private,
+        )
         await self.writer.write(self._record(event, fire, result))
 
     def _record(self, event: Event, fire: TriggerRequested, result: sender.HttpResult) -> Record:
