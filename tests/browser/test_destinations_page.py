@@ -16,7 +16,8 @@ from selenium.webdriver.support import expected_conditions as ec
 
 from tests.support.agent import Received
 from tests.support.browser import console, problems, shoot, signed_in
-from tests.support.flows import create_webhook, finished, trigger
+from tests.support.flows import create_webhook, fetchval, finished, trigger
+from tests.support.inprocess import eventually
 from tests.support.system import System
 
 
@@ -62,10 +63,24 @@ async def test_held_and_limited_destinations_are_listed(system: System) -> None:
     await system.agent.wait_for(1, name="busy")
     waits = await trigger(system, system.admin, hook)  # held: it waits for its turn
 
+    # Half a minute on, its dispatcher tells it holds it for long, as it would in real time
+    # long before the watchdog's deadline; the page's clock step then ends the hold.
+    async def waiting() -> bool:
+        return await fetchval(system.dsn, "select count(*) from shared.destination_waiting") == 1
+
+    await eventually(waiting)
+    system.clock.advance(timedelta(seconds=30))
+
+    async def told() -> bool:
+        query = "select count(*) from shared.destination_waiting where $1 = any(long_waits)"
+        return await fetchval(system.dsn, query, waits) == 1
+
+    await eventually(told)
+
     loop = asyncio.get_running_loop()
 
     def end_hold() -> None:  # on the loop the clock's sleepers wait on
-        loop.call_soon_threadsafe(system.clock.advance, timedelta(seconds=601))
+        loop.call_soon_threadsafe(system.clock.advance, timedelta(seconds=571))
 
     seen = await asyncio.to_thread(drive, system.urls["admin-api"], system.admin, end_hold)
     held = f"http://127.0.0.1:{system.agent.port}"
