@@ -8,7 +8,8 @@ from typing import Any
 from uuid import uuid4
 
 from cronhooks_common.events import Event
-from cronhooks_scheduler.watchdog import DEFAULT_TIMEOUT, GRACE, Watch, abandonment, follow
+from cronhooks_scheduler.overdue import abandonment
+from cronhooks_scheduler.watchdog import DEFAULT_TIMEOUT, GRACE, Watch, follow
 
 T = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

@@ -155,7 +155,8 @@ on conflict (stream) do update set
     version = excluded.version, timeout_ms = excluded.timeout_ms, deadline = excluded.deadline
 """
 
-# A delivery waiting out its destination's hold: its deadline from the hold's end.
+# An overdue delivery that waits its turn in a dispatcher (a hold, a limit): its deadline
+# moved on (overdue.py).
 WATCH_MOVE = """
 update scheduler.watched set deadline = $2 where stream = $1
 """

@@ -63,7 +63,6 @@ from cronhooks_common.events import (
 )
 from cronhooks_common.tail import HELD_BACK_FIRST, WATERMARK, Checkpoint, held_back
 from cronhooks_scheduler import overdue, queries
-from cronhooks_scheduler.overdue import abandonment  # re-exported: its old import path
 
 log = structlog.get_logger(__name__)
 
@@ -269,7 +268,7 @@ class Watchdog:
                     await eventstore.append(
                         conn,
                         row["stream"],
-                        [NewEvent.of(abandonment(history))],
+                        [NewEvent.of(overdue.abandonment(history))],
                         expected_version=row["version"],
                         causation=Causation.following(history[-1], actor="scheduler"),
                         occurred_at=now,
