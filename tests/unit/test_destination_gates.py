@@ -207,11 +207,17 @@ async def test_what_waits_is_told_with_the_long_held_deliveries_by_id() -> None:
     late = asyncio.create_task(gates.acquire(URL, 9))  # waits, but not for long yet
     await asyncio.sleep(0)
     assert gates.waiting_now() == {KEY: Waiting(2, (7, 8))}
-    gates.release(sending)  # 8 is sent now, still held long; 9 waits on
+    gates.release(sending)  # 7's answer is in: 8 is sent now; 9 waits on
     sent = await waiting
+    # until its outcome is stored a delivery is still held (the watchdog must not take it)
+    assert gates.waiting_now() == {KEY: Waiting(1, (7, 8))}
+    gates.recorded(sending)  # 7's outcome is stored; 8 is still held long
     assert gates.waiting_now() == {KEY: Waiting(1, (8,))}
     gates.release(sent)
-    gates.release(await late)
+    gates.recorded(sent)
+    last = await late
+    gates.release(last)
+    gates.recorded(last)
     assert gates.waiting_now() == {}
     # a wait that ends by a stop is forgotten too
     gates.hold(KEY, T0 + timedelta(hours=1))

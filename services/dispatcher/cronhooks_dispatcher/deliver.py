@@ -135,13 +135,24 @@ async def _attempt(
     url = request.target.url
     slot = await deps.gates.acquire(url, request.delivery_id)
     try:
-        started_at = deps.clock.now()
-        if first and isinstance(request, DeliveryRequested):
-            _observe_lag(request, started_at)
-        attempt, result = await send(deps, request, call.sealed_secret, started_at)
+        try:
+            started_at = deps.clock.now()
+            if first and isinstance(request, DeliveryRequested):
+                _observe_lag(request, started_at)
+            attempt, result = await send(deps, request, call.sealed_secret, started_at)
+        finally:
+            deps.gates.release(slot)
+        await deps.holds.hold(url, result.status, result.retry_after)
+        await _record(deps, event, attempt, result)
     finally:
-        deps.gates.release(slot)
-    await deps.holds.hold(url, result.status, result.retry_after)
+        # Told as held until its outcome is stored: between the answer and the commit the
+        # watchdog, whose deadline a long wait may have moved to any instant, must not
+        # find it without an outcome and abandon it.
+        deps.gates.recorded(slot)
+
+
+async def _record(deps: Deps, event: Event, attempt: Attempt, result: sender.HttpResult) -> None:
+    """Step 5 for one attempt: its outcome judged and written, whatever the agent sent."""
     try:
         ended = _judged(event, attempt, result, deps.clock.now())
     except Exception as exc:  # whatever the agent sent, the attempt ends

@@ -151,7 +151,7 @@ class Destinations:
     async def acquire(self, url: str, delivery_id: int) -> Slot:
         """A slot for a request to `url`'s destination, in request order; waits as long
         as the limits and holds say, and never fails because of them. The delivery is
-        held here until `release`."""
+        held here until `recorded`."""
         gate = self.gate(url)
         self._held.add(delivery_id, self._clock.now(), gate.destination)
         try:
@@ -184,8 +184,13 @@ class Destinations:
             gate.waiting -= 1
 
     def release(self, slot: Slot) -> None:
-        self._held.drop(slot.delivery_id)
+        """The answer is in: the destination's slot goes to the next request."""
         self._free(slot.gate)
+
+    def recorded(self, slot: Slot) -> None:
+        """The attempt's outcome is stored: the delivery is no longer held here (until
+        then the watchdog must not take it for lost, see `waiting_now`)."""
+        self._held.drop(slot.delivery_id)
 
     def _free(self, gate: Gate) -> None:
         gate.in_flight -= 1
@@ -238,7 +243,8 @@ class Destinations:
 
     def waiting_now(self) -> dict[str, Waiting]:
         """What waits here per destination, and the deliveries held here longer than
-        LONG_WAIT (waiting or sent after a wait): what destination_sync.py tells."""
+        LONG_WAIT (waiting, in flight, or their outcome being stored): what
+        destination_sync.py tells."""
         return told(self.waiting(), self._held.long(self._clock.now() - LONG_WAIT))
 
     def _limit_of(self, destination: str) -> tuple[int, float]:
