@@ -1,4 +1,5 @@
-"""The dispatcher's destination limits in one process (destination_gates.py): FIFO waits,
+"""The dispatcher's destination limits in one process (destination_gates.py): waits in
+request order,
 concurrency, rate spacing and holds. Gate is pure (time is an argument); Destinations is
 run on the event loop, holds on a manual clock."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import itertools
 from datetime import UTC, datetime, timedelta
 
@@ -13,7 +15,7 @@ from prometheus_client import REGISTRY
 
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.destination_state import Limit, State, Waiting
-from cronhooks_dispatcher.destination_gates import LONG_WAIT, Destinations, Gate
+from cronhooks_dispatcher.destination_gates import LONG_WAIT, Destinations, Gate, Waiter
 
 URL = "https://agent.example/hook"
 KEY = "https://agent.example:443"
@@ -23,7 +25,8 @@ IDS = itertools.count(1)  # delivery ids
 
 def waiter(loop: asyncio.AbstractEventLoop, gate: Gate) -> asyncio.Future[None]:
     future: asyncio.Future[None] = loop.create_future()
-    gate.waiters.append(future)
+    delivery_id = next(IDS)
+    heapq.heappush(gate.waiters, Waiter(T0, delivery_id, delivery_id, future))
     return future
 
 
@@ -87,7 +90,7 @@ async def test_deliveries_wait_in_request_order_never_more_than_the_limit() -> N
 
     async def deliver(n: int) -> None:
         nonlocal in_flight, peak
-        gate = await gates.acquire(URL, next(IDS))
+        gate = await gates.acquire(URL, next(IDS), T0)
         started.append(n)
         in_flight += 1
         peak = max(peak, in_flight)
@@ -104,6 +107,37 @@ async def test_deliveries_wait_in_request_order_never_more_than_the_limit() -> N
     assert gates.waiting() == {} and _waiting_metric(KEY) is None
 
 
+async def test_waiters_go_in_request_order_whatever_order_they_reach_the_gate() -> None:
+    # The lookups before the gate run in batches that may come back out of order: the
+    # request's time decides, then the delivery id (a retry of an old delivery is a later
+    # request, and goes after the newer deliveries requested before it).
+    gates = Destinations(1, ManualClock(T0))
+    first = await gates.acquire(URL, 1, T0)
+    at = [  # (delivery id, seconds after T0), in the order they reach the gate
+        (40, 3),
+        (20, 1),
+        (10, 1),
+        (2, 4),  # delivery 2's retry
+        (30, 2),
+    ]
+    started: list[int] = []
+
+    async def deliver(delivery_id: int, seconds: int) -> None:
+        slot = await gates.acquire(URL, delivery_id, T0 + timedelta(seconds=seconds))
+        started.append(delivery_id)
+        await asyncio.sleep(0)
+        gates.release(slot)
+
+    tasks = []
+    for delivery_id, seconds in at:
+        tasks.append(asyncio.create_task(deliver(delivery_id, seconds)))
+        await asyncio.sleep(0)  # reaches the gate before the next one
+    assert gates.waiting() == {KEY: 5}
+    gates.release(first)
+    await asyncio.gather(*tasks)
+    assert started == [10, 20, 30, 40, 2]
+
+
 async def test_rate_limit_in_real_time() -> None:
     gates = Destinations(100, ManualClock(T0))
     gates.apply(State({KEY: Limit(KEY, None, 20.0)}, {}))
@@ -111,7 +145,7 @@ async def test_rate_limit_in_real_time() -> None:
     times: list[float] = []
 
     async def deliver() -> None:
-        gate = await gates.acquire(URL, next(IDS))
+        gate = await gates.acquire(URL, next(IDS), T0)
         times.append(loop.time())
         gates.release(gate)
 
@@ -124,8 +158,8 @@ async def test_a_hold_from_postgres_and_a_raised_limit_apply_at_once() -> None:
     clock = ManualClock(T0)
     gates = Destinations(1, clock)
     other = "https://other.example/x"
-    first = await gates.acquire(URL, next(IDS))
-    waiting = asyncio.create_task(gates.acquire(URL, next(IDS)))
+    first = await gates.acquire(URL, next(IDS), T0)
+    waiting = asyncio.create_task(gates.acquire(URL, next(IDS), T0))
     await asyncio.sleep(0)
     assert not waiting.done()
     gates.apply(State({KEY: Limit(KEY, 2, None)}, {}))  # raised: the waiter goes
@@ -135,8 +169,8 @@ async def test_a_hold_from_postgres_and_a_raised_limit_apply_at_once() -> None:
     gates.release(waiting.result())
     # another replica's hold, read from Postgres: for this destination only, until T0 + 60 s
     gates.apply(State({}, {KEY: T0 + timedelta(seconds=60)}))
-    gates.release(await gates.acquire(other, next(IDS)))
-    held = [asyncio.create_task(gates.acquire(URL, next(IDS))) for _ in range(3)]
+    gates.release(await gates.acquire(other, next(IDS), T0))
+    held = [asyncio.create_task(gates.acquire(URL, next(IDS), T0)) for _ in range(3)]
     clock.advance(timedelta(seconds=59))
     await asyncio.sleep(0.05)
     assert not any(task.done() for task in held) and gates.waiting() == {KEY: 3}
@@ -151,7 +185,7 @@ async def test_a_hold_that_is_lengthened_waits_for_its_new_end() -> None:
     clock = ManualClock(T0)
     gates = Destinations(5, clock)
     gates.hold(KEY, T0 + timedelta(seconds=10))
-    held = asyncio.create_task(gates.acquire(URL, next(IDS)))
+    held = asyncio.create_task(gates.acquire(URL, next(IDS), T0))
     gates.hold(KEY, T0 + timedelta(seconds=20))
     clock.advance(timedelta(seconds=10))
     await asyncio.sleep(0.05)
@@ -163,9 +197,9 @@ async def test_a_hold_that_is_lengthened_waits_for_its_new_end() -> None:
 
 async def test_a_cancelled_delivery_gives_its_place_back() -> None:
     gates = Destinations(1, ManualClock(T0))
-    held = await gates.acquire(URL, next(IDS))
-    gone = asyncio.create_task(gates.acquire(URL, next(IDS)))
-    after = asyncio.create_task(gates.acquire(URL, next(IDS)))
+    held = await gates.acquire(URL, next(IDS), T0)
+    gone = asyncio.create_task(gates.acquire(URL, next(IDS), T0))
+    after = asyncio.create_task(gates.acquire(URL, next(IDS), T0))
     await asyncio.sleep(0)
     gone.cancel()
     await asyncio.sleep(0)
@@ -183,13 +217,13 @@ async def test_a_stop_gives_waiting_deliveries_back_at_once() -> None:
     clock = ManualClock(T0)
     gates = Destinations(5, clock)
     gates.hold(KEY, T0 + timedelta(hours=1))
-    waiting = [asyncio.create_task(gates.acquire(URL, next(IDS))) for _ in range(3)]
+    waiting = [asyncio.create_task(gates.acquire(URL, next(IDS), T0)) for _ in range(3)]
     await asyncio.sleep(0)
     gates.give_back()
     results = await asyncio.gather(*waiting, return_exceptions=True)
     assert all(isinstance(r, asyncio.CancelledError) for r in results)
     assert gates.waiting() == {}
-    late = asyncio.create_task(gates.acquire(URL, next(IDS)))
+    late = asyncio.create_task(gates.acquire(URL, next(IDS), T0))
     with contextlib.suppress(asyncio.CancelledError):
         await late
     assert late.cancelled()
@@ -199,12 +233,12 @@ async def test_a_stop_gives_waiting_deliveries_back_at_once() -> None:
 async def test_what_waits_is_told_with_the_long_held_deliveries_by_id() -> None:
     clock = ManualClock(T0)
     gates = Destinations(1, clock)
-    sending = await gates.acquire(URL, 7)  # in flight, then held long
-    waiting = asyncio.create_task(gates.acquire(URL, 8))
+    sending = await gates.acquire(URL, 7, T0)  # in flight, then held long
+    waiting = asyncio.create_task(gates.acquire(URL, 8, T0))
     await asyncio.sleep(0)
     assert gates.waiting_now() == {KEY: Waiting(1)}  # nothing held long yet
     clock.advance(LONG_WAIT)
-    late = asyncio.create_task(gates.acquire(URL, 9))  # waits, but not for long yet
+    late = asyncio.create_task(gates.acquire(URL, 9, T0))  # waits, but not for long yet
     await asyncio.sleep(0)
     assert gates.waiting_now() == {KEY: Waiting(2, (7, 8))}
     gates.release(sending)  # 7's answer is in: 8 is sent now; 9 waits on
@@ -221,7 +255,7 @@ async def test_what_waits_is_told_with_the_long_held_deliveries_by_id() -> None:
     assert gates.waiting_now() == {}
     # a wait that ends by a stop is forgotten too
     gates.hold(KEY, T0 + timedelta(hours=1))
-    stopped = asyncio.create_task(gates.acquire(URL, 10))
+    stopped = asyncio.create_task(gates.acquire(URL, 10, T0))
     await asyncio.sleep(0)
     clock.advance(LONG_WAIT)
     assert gates.waiting_now() == {KEY: Waiting(1, (10,))}

@@ -127,13 +127,13 @@ async def _attempt(
     release of a queued delivery) on the delivery's stream.
 
     It goes when its destination's limits and holds let it (CONTRACT §17,
-    destination_gates.py), in request order; it is signed and timed from then on. A 429 or
-    503 with Retry-After holds the destination for every delivery (destination_sync.py);
-    only this attempt fails for it."""
+    destination_gates.py), in request order (`event`'s time); it is signed and timed from
+    then on. A 429 or 503 with Retry-After holds the destination for every delivery
+    (destination_sync.py); only this attempt fails for it."""
     deps = call.deps
     request = deadline.stamped(request, event.occurred_at)  # its retries' deadline (§17)
     url = request.target.url
-    slot = await deps.gates.acquire(url, request.delivery_id)
+    slot = await deps.gates.acquire(url, request.delivery_id, event.occurred_at)
     try:
         try:
             started_at = deps.clock.now()

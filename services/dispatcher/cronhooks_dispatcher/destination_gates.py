@@ -1,7 +1,10 @@
 """Destination limits in one dispatcher process (CONTRACT §17): at most `max_concurrent`
 requests in flight to a destination (`scheme://host:port`), at most `max_per_second`
 started per second, none while a `Retry-After` holds it. A delivery over a limit waits in
-request order (a FIFO of futures per destination) and never fails because of it.
+request order and never fails because of it: the waiters of a destination are a heap of
+futures keyed by when their request was made (the event's time, then the delivery id), not
+by when they reached the gate — the lookups before it run in batches that may come back
+out of order.
 
 The hot path is what a herd pays per delivery: the destination of its URL (cached per
 URL), a dict lookup, and `Gate.try_take` — a few comparisons when nobody waits, no
@@ -23,9 +26,11 @@ is counted on the service's clock too, as the watchdog's deadlines are.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import heapq
+import itertools
 from collections.abc import Callable
 from datetime import datetime
+from typing import NamedTuple
 
 import structlog
 
@@ -40,6 +45,16 @@ log = structlog.get_logger(__name__)
 # Idle gates without an override or a hold are dropped after this many `apply` calls
 # (half a second apart): a process that once sent to many hosts keeps no state for them.
 PRUNE_EVERY = 120
+
+
+class Waiter(NamedTuple):
+    """A delivery waiting at a gate, ordered by its request (`arrival` breaks ties, so a
+    future is never compared)."""
+
+    requested_at: datetime
+    delivery_id: int
+    arrival: int
+    future: asyncio.Future[None]
 
 
 class Gate:
@@ -65,7 +80,7 @@ class Gate:
         self.max_concurrent = max_concurrent
         self.interval = interval  # seconds between starts; 0: no rate limit
         self.in_flight = 0
-        self.waiters: deque[asyncio.Future[None]] = deque()
+        self.waiters: list[Waiter] = []  # a heap: the earliest request first
         self.waiting = 0  # deliveries waiting (cancelled futures may linger in `waiters`)
         self.next_start = 0.0  # the rate's next free start
         self.held_until: datetime | None = None  # a Retry-After hold, on the service's clock
@@ -97,7 +112,7 @@ class Gate:
         while waiters and self.in_flight < self.max_concurrent and self.held_until is None:
             if now < self.next_start:
                 return self.next_start - now
-            future = waiters.popleft()
+            future = heapq.heappop(waiters).future
             if future.done():  # its delivery was cancelled (a stop) while it waited
                 continue
             self._take(now)
@@ -138,6 +153,7 @@ class Destinations:
         self._limits: dict[str, Limit] = {}
         self._applied = 0
         self._giving_back = False
+        self._arrivals = itertools.count()
         self._held = Held()
         WAITING.sources.add(self)
 
@@ -148,26 +164,27 @@ class Destinations:
             gate = self._gates[key] = Gate(key, *self._limit_of(key))
         return gate
 
-    async def acquire(self, url: str, delivery_id: int) -> Slot:
-        """A slot for a request to `url`'s destination, in request order; waits as long
-        as the limits and holds say, and never fails because of them. The delivery is
-        held here until `recorded`."""
+    async def acquire(self, url: str, delivery_id: int, requested_at: datetime) -> Slot:
+        """A slot for a request to `url`'s destination made at `requested_at`, in
+        request order; waits as long as the limits and holds say, and never fails because
+        of them. The delivery is held here until `recorded`."""
         gate = self.gate(url)
         self._held.add(delivery_id, self._clock.now(), gate.destination)
         try:
-            await self._take(gate)
+            await self._take(gate, requested_at, delivery_id)
         except BaseException:
             self._held.drop(delivery_id)
             raise
         return Slot(delivery_id, gate)
 
-    async def _take(self, gate: Gate) -> None:
+    async def _take(self, gate: Gate, requested_at: datetime, delivery_id: int) -> None:
         if gate.try_take(self._time()):
             return
         if self._giving_back:
             raise asyncio.CancelledError  # stopping: back to the queue, see `give_back`
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        gate.waiters.append(future)
+        waiter = Waiter(requested_at, delivery_id, next(self._arrivals), future)
+        heapq.heappush(gate.waiters, waiter)
         gate.waiting += 1
         try:
             self._pump(gate)
@@ -228,8 +245,9 @@ class Destinations:
         for a hold of up to an hour."""
         self._giving_back = True
         for gate in self._gates.values():
-            while gate.waiters:
-                gate.waiters.popleft().cancel()
+            for waiter in gate.waiters:
+                waiter.future.cancel()
+            gate.waiters.clear()
 
     async def close(self) -> None:
         holding = [g.holding for g in self._gates.values() if g.holding is not None]
