@@ -15,7 +15,9 @@ from prometheus_client import REGISTRY
 
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.destination_state import Limit, State, Waiting
-from cronhooks_dispatcher.destination_gates import LONG_WAIT, Destinations, Gate, Waiter
+from cronhooks_dispatcher.destination_gate import Gate, Waiter
+from cronhooks_dispatcher.destination_gates import Destinations
+from cronhooks_dispatcher.destination_waits import LONG_WAIT
 
 URL = "https://agent.example/hook"
 KEY = "https://agent.example:443"
