@@ -17,7 +17,7 @@ from cronhooks_common.clock import ManualClock
 from cronhooks_common.destination_state import Limit, State, Waiting
 from cronhooks_dispatcher.destination_gate import Gate, Waiter
 from cronhooks_dispatcher.destination_gates import Destinations
-from cronhooks_dispatcher.destination_waits import LONG_WAIT
+from cronhooks_dispatcher.destination_waits import LONG_WAIT, Held
 
 URL = "https://agent.example/hook"
 KEY = "https://agent.example:443"
@@ -266,3 +266,14 @@ async def test_what_waits_is_told_with_the_long_held_deliveries_by_id() -> None:
         await stopped
     assert gates.waiting_now() == {}
     await gates.close()
+
+
+def test_a_delivery_held_again_counts_from_its_latest_hold() -> None:
+    # `Held.long` stops at the first delivery held later than asked: a delivery held again
+    # (a redelivered message while the first is in hand) must not hide the older ones.
+    held = Held()
+    held.add(1, T0, KEY)
+    held.add(2, T0 + timedelta(seconds=1), KEY)
+    held.add(1, T0 + timedelta(seconds=5), KEY)
+    assert held.long(T0 + timedelta(seconds=2)) == {KEY: [2]}
+    assert held.long(T0 + timedelta(seconds=5)) == {KEY: [2, 1]}

@@ -38,6 +38,9 @@ class Held:
         self._since: dict[int, tuple[datetime, str]] = {}
 
     def add(self, delivery_id: int, at: datetime, destination: str) -> None:
+        # Popped first so it goes last even if the id is here already (a redelivered
+        # message while the first is in hand): `long` relies on the order of times.
+        self._since.pop(delivery_id, None)
         self._since[delivery_id] = (at, destination)
 
     def drop(self, delivery_id: int) -> None:
