@@ -240,7 +240,7 @@ async def test_what_waits_is_told_with_the_long_held_deliveries_by_id() -> None:
     await asyncio.sleep(0)
     assert gates.waiting_now() == {KEY: Waiting(1)}  # nothing held long yet
     clock.advance(LONG_WAIT)
-    late = asyncio.create_task(gates.acquire(URL, 9, T0))  # waits, but not for long yet
+    late = asyncio.create_task(gates.acquire(URL, 9, clock.now()))  # waits, not long yet
     await asyncio.sleep(0)
     assert gates.waiting_now() == {KEY: Waiting(2, (7, 8))}
     gates.release(sending)  # 7's answer is in: 8 is sent now; 9 waits on
@@ -269,11 +269,33 @@ async def test_what_waits_is_told_with_the_long_held_deliveries_by_id() -> None:
 
 
 def test_a_delivery_held_again_counts_from_its_latest_hold() -> None:
-    # `Held.long` stops at the first delivery held later than asked: a delivery held again
-    # (a redelivered message while the first is in hand) must not hide the older ones.
     held = Held()
     held.add(1, T0, KEY)
     held.add(2, T0 + timedelta(seconds=1), KEY)
-    held.add(1, T0 + timedelta(seconds=5), KEY)
+    held.add(1, T0 + timedelta(seconds=5), KEY)  # a redelivered message, handled again
     assert held.long(T0 + timedelta(seconds=2)) == {KEY: [2]}
-    assert held.long(T0 + timedelta(seconds=5)) == {KEY: [2, 1]}
+    assert held.long(T0 + timedelta(seconds=5)) == {KEY: [1, 2]}
+
+
+async def test_a_delivery_requested_long_ago_is_told_at_once() -> None:
+    # The watchdog's deadline runs from the request: a delivery whose message sat in the
+    # queue before it reached this process has used part of it up, and is told as held
+    # long as soon as its request is older than LONG_WAIT, even behind a recent one.
+    clock = ManualClock(T0 + LONG_WAIT)
+    gates = Destinations(1, clock)
+    recent = await gates.acquire(URL, 1, clock.now())
+    stale = asyncio.create_task(gates.acquire(URL, 2, T0 - timedelta(seconds=1)))
+    await asyncio.sleep(0)
+    assert gates.waiting_now() == {KEY: Waiting(1, (2,))}
+    gates.release(recent)
+    gates.recorded(recent)
+    slot = await stale
+    gates.release(slot)
+    gates.recorded(slot)
+    assert gates.waiting_now() == {}
+    # A request time ahead of this process's clock (another service's clock) counts from now.
+    ahead = await gates.acquire(URL, 3, clock.now() + timedelta(minutes=5))
+    clock.advance(LONG_WAIT)
+    assert gates.waiting_now() == {KEY: Waiting(0, (3,))}
+    gates.release(ahead)
+    gates.recorded(ahead)

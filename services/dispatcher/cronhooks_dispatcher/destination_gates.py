@@ -85,7 +85,10 @@ class Destinations:
         request order; waits as long as the limits and holds say, and never fails because
         of them. The delivery is held here until `recorded`."""
         gate = self.gate(url)
-        self._held.add(delivery_id, self._clock.now(), gate.destination)
+        # Held since its request, or since now if the request's time is ahead of this
+        # clock: the watchdog's deadline runs from the request, so a message that sat in
+        # the queue before it came here has used up part of it already.
+        self._held.add(delivery_id, min(requested_at, self._clock.now()), gate.destination)
         try:
             await self._take(gate, requested_at, delivery_id)
         except BaseException:
@@ -176,9 +179,9 @@ class Destinations:
         return {key: g.waiting for key, g in self._gates.items() if g.waiting}
 
     def waiting_now(self) -> dict[str, Waiting]:
-        """What waits here per destination, and the deliveries held here longer than
-        LONG_WAIT (waiting, in flight, or their outcome being stored): what
-        destination_sync.py tells."""
+        """What waits here per destination, and the deliveries held here (waiting, in
+        flight, or their outcome being stored) whose request is older than LONG_WAIT:
+        what destination_sync.py tells."""
         return told(self.waiting(), self._held.long(self._clock.now() - LONG_WAIT))
 
     def _limit_of(self, destination: str) -> tuple[int, float]:

@@ -5,7 +5,8 @@
 
 The scheduler's watchdog fails a delivery that gets no outcome within its timeout and a
 minute after its request as `abandoned`; one that waits its turn here must not look lost.
-So the deliveries held here (waiting, then sent) longer than LONG_WAIT are told by id.
+So the deliveries held here (waiting, then sent) whose request is older than LONG_WAIT
+are told by id.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ if TYPE_CHECKING:  # destination_gates.py imports this module
     from cronhooks_dispatcher.destination_gates import Destinations
 
 # The watchdog's deadline is a minute and more after the request, so a delivery held here
-# this long is told in time; shorter waits (a herd's seconds) cost no row.
+# whose request is this old is told in time; younger ones (a herd's seconds) cost no row.
 LONG_WAIT = timedelta(seconds=20)
 
 
 class Held:
-    """Each delivery between `acquire` and `release`, since when (the service's clock) and
-    for which destination, in that order: the long-held ones are the first few."""
+    """Each delivery between `acquire` and `recorded`, since when (its request, on the
+    service's clock) and for which destination."""
 
     __slots__ = ("_since",)
 
@@ -38,21 +39,19 @@ class Held:
         self._since: dict[int, tuple[datetime, str]] = {}
 
     def add(self, delivery_id: int, at: datetime, destination: str) -> None:
-        # Popped first so it goes last even if the id is here already (a redelivered
-        # message while the first is in hand): `long` relies on the order of times.
-        self._since.pop(delivery_id, None)
         self._since[delivery_id] = (at, destination)
 
     def drop(self, delivery_id: int) -> None:
         self._since.pop(delivery_id, None)
 
     def long(self, before: datetime) -> dict[str, list[int]]:
-        """The deliveries held since `before` or earlier, by destination."""
+        """The deliveries held since `before` or earlier, by destination. Every one is
+        looked at: they come here in no order of their requests' times (a message may sit
+        in the queue), and this runs only every half second."""
         found: dict[str, list[int]] = {}
         for delivery_id, (at, destination) in self._since.items():
-            if at > before:
-                break  # the rest came later
-            found.setdefault(destination, []).append(delivery_id)
+            if at <= before:
+                found.setdefault(destination, []).append(delivery_id)
         return found
 
 
