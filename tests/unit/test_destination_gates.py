@@ -16,7 +16,7 @@ from prometheus_client import REGISTRY
 from cronhooks_common.clock import ManualClock
 from cronhooks_common.destination_state import Limit, State, Waiting
 from cronhooks_dispatcher.destination_gate import Gate, Waiter
-from cronhooks_dispatcher.destination_gates import Destinations
+from cronhooks_dispatcher.destination_gates import Destinations, Slot
 from cronhooks_dispatcher.destination_waits import LONG_WAIT, Held
 
 URL = "https://agent.example/hook"
@@ -211,6 +211,12 @@ async def test_a_cancelled_delivery_gives_its_place_back() -> None:
     gates.release(slot)
 
 
+def _finished(gates: Destinations, slot: Slot) -> None:
+    """A delivery's answer is in and its outcome stored."""
+    gates.release(slot)
+    gates.recorded(slot)
+
+
 def _waiting_metric(destination: str) -> float | None:
     return REGISTRY.get_sample_value("cronhooks_destination_waiting", {"destination": destination})
 
@@ -249,11 +255,9 @@ async def test_what_waits_is_told_with_the_long_held_deliveries_by_id() -> None:
     assert gates.waiting_now() == {KEY: Waiting(1, (7, 8))}
     gates.recorded(sending)  # 7's outcome is stored; 8 is still held long
     assert gates.waiting_now() == {KEY: Waiting(1, (8,))}
-    gates.release(sent)
-    gates.recorded(sent)
+    _finished(gates, sent)
     last = await late
-    gates.release(last)
-    gates.recorded(last)
+    _finished(gates, last)
     assert gates.waiting_now() == {}
     # a wait that ends by a stop is forgotten too
     gates.hold(KEY, T0 + timedelta(hours=1))
@@ -287,15 +291,12 @@ async def test_a_delivery_requested_long_ago_is_told_at_once() -> None:
     stale = asyncio.create_task(gates.acquire(URL, 2, T0 - timedelta(seconds=1)))
     await asyncio.sleep(0)
     assert gates.waiting_now() == {KEY: Waiting(1, (2,))}
-    gates.release(recent)
-    gates.recorded(recent)
+    _finished(gates, recent)
     slot = await stale
-    gates.release(slot)
-    gates.recorded(slot)
+    _finished(gates, slot)
     assert gates.waiting_now() == {}
     # A request time ahead of this process's clock (another service's clock) counts from now.
     ahead = await gates.acquire(URL, 3, clock.now() + timedelta(minutes=5))
     clock.advance(LONG_WAIT)
     assert gates.waiting_now() == {KEY: Waiting(0, (3,))}
-    gates.release(ahead)
-    gates.recorded(ahead)
+    _finished(gates, ahead)
