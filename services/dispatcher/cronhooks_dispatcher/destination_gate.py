@@ -25,9 +25,8 @@ class Waiter(NamedTuple):
 
 
 class Gate:
-    """One destination's limits and queue. Pure bookkeeping: `Destinations` waits and
-    wakes; everything here takes `now` (seconds on a monotonic clock). While
-    `held_until` is set nothing starts; `Destinations` clears it when the hold ends."""
+    """One destination's limits and queue (see the module doc). While `held_until` is
+    set nothing starts; `Destinations` clears it when the hold ends."""
 
     __slots__ = (
         "destination",
