@@ -5,10 +5,10 @@ request order and never fails because of it (destination_gate.py keeps one desti
 limits and its waiters, in the order of their requests).
 
 The hot path is what a herd pays per delivery: the destination of its URL (cached per
-URL), a dict lookup, and `Gate.try_take` — a few comparisons when nobody waits, no
-allocation, no query. Only a delivery that must wait makes a future, and it waits
-`stepped_aside` (cronhooks_common.consumer): its consumer slot goes to other events
-meanwhile, so deliveries to other destinations go on.
+URL), a dict lookup, `Gate.try_take` — a few comparisons when nobody waits — its entry
+in `Held` and its `Slot`; no query. Only a delivery that must wait makes a future, and
+it waits `stepped_aside` (cronhooks_common.consumer): its consumer slot goes to other
+events meanwhile, so deliveries to other destinations go on.
 
 Limits and holds come from Postgres (destination_sync.py calls `apply`); a hold this
 process got itself applies at once (`hold`). What waits here goes the other way
