@@ -52,3 +52,16 @@ def test_scalars_and_not_json() -> None:
         loads(b"{")
     with pytest.raises(ValueError):
         loads(b"\xff\xfe")
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-16-le", "utf-32"])
+def test_the_bracket_count_that_skips_the_walk_sees_every_encoding(encoding: str) -> None:
+    # Fewer than 65 brackets in all cannot nest 65 deep, so the walk is skipped; more
+    # are walked. Python's parser takes UTF-16 and UTF-32 too: each bracket still
+    # holds its ASCII byte there, so the count bounds the depth in any of them.
+    too_deep = arrays(MAX_NESTING + 1).decode()
+    with pytest.raises(TooDeep):
+        loads(too_deep.encode(encoding))
+    with pytest.raises(TooDeep):
+        loads(too_deep)
+    assert nesting(loads(arrays(MAX_NESTING).decode().encode(encoding))) == MAX_NESTING

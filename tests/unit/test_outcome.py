@@ -78,3 +78,35 @@ def test_an_answer_nested_too_deep_is_a_failed_attempt_with_its_reason(levels: i
 def test_an_answer_of_64_levels_is_judged_as_usual() -> None:
     body = b'{"status":"ok","x":' + b"[" * 63 + b"]" * 63 + b"}"
     assert classify(result(200, body)).succeeded
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"status":"ok","message":"\\u0000"}',
+        # a surrogate in (CESU-style) UTF-8, which Python's parser takes as it is
+        b'{"status":"ok","message":"\xed\xa0\x80"}',
+        # UTF-16, where a byte search for the escape cannot see it
+        '{"status":"ok","message":"\\u0000"}'.encode("utf-16"),
+    ],
+)
+def test_what_jsonb_refuses_is_found_however_the_answer_writes_it(body: bytes) -> None:
+    # The fast path (events.storable_text) passes only texts that cannot hold it.
+    outcome = classify(result(200, body))
+    assert not outcome.succeeded
+    assert "NUL characters or invalid Unicode" in str(outcome.error)
+
+
+@pytest.mark.parametrize(
+    ("logs", "kept"),
+    [
+        ('[{"level":"info","msg":"plain"}]', ["plain"]),
+        ('[{"level":"info","msg":"a\\u0000b"},{"level":"info","msg":"ok"}]', ["ok"]),
+        ('[{"level":"info","msg":"\\ud800"},{"level":"info","msg":"ok"}]', ["ok"]),
+        ('[{"level":"info","msg":"Hangul \xed\x95\x9c"}]', ["Hangul \ud55c"]),
+    ],
+)
+def test_a_202_reports_its_storable_log_entries_only(logs: str, kept: list[str]) -> None:
+    body = b'{"status":"accepted","logs":' + logs.encode("latin-1") + b"}"
+    report = classify(result(202, body)).report
+    assert [entry.msg for entry in report.logs if entry.level != "warn"] == kept

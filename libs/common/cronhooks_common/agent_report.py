@@ -79,15 +79,16 @@ def from_data(data: object) -> AgentReport:
     return AgentReport(tuple(costs), tuple(logs))
 
 
-def of_answer(answer: dict[str, Any]) -> AgentReport:
+def of_answer(answer: dict[str, Any], *, storable: bool = False) -> AgentReport:
     """The report of an answer's JSON object. An answer without `costs` and `logs` costs
-    two key lookups (the dispatcher's hot path)."""
+    two key lookups (the dispatcher's hot path). `storable`: its text was found to hold
+    nothing jsonb refuses (events.storable_text), so no entry's strings are walked."""
     costs = answer.get("costs")
     logs = answer.get("logs")
     if costs is None and logs is None:
         return NOTHING
     warnings = Warnings()
-    kept_logs = sanitise_logs(logs, warnings) if logs is not None else []
+    kept_logs = sanitise_logs(logs, warnings, storable) if logs is not None else []
     kept_costs = sanitise_costs(costs, warnings) if costs is not None else []
     return AgentReport(tuple(kept_costs), tuple(kept_logs + warnings.entries()))
 
@@ -148,16 +149,17 @@ def _bad_cost(unit: str, amount: object) -> str | None:
     return None
 
 
-def sanitise_logs(value: object, warnings: Warnings) -> list[AgentLog]:
+def sanitise_logs(value: object, warnings: Warnings, storable: bool = False) -> list[AgentLog]:
     """The well-formed entries of `logs`, in order, within the entry and byte limits; an
-    entry saying how many did not fit ends them when some did not."""
+    entry saying how many did not fit ends them when some did not. `storable`: as in
+    `of_answer`."""
     if not isinstance(value, list):
         warnings.add(f"logs dropped: must be an array, not {json_type(value)}")
         return []
     kept: list[AgentLog] = []
     size = 2  # the brackets of the kept entries' JSON array
     for index, item in enumerate(value):
-        entry, reason = entry_of(item)
+        entry, reason = entry_of(item, storable)
         if entry is None:
             warnings.add(f"logs[{index}] dropped: {reason}")
             continue
@@ -177,8 +179,9 @@ def sanitise_logs(value: object, warnings: Warnings) -> list[AgentLog]:
     return kept
 
 
-def entry_of(item: object) -> tuple[AgentLog | None, str]:
-    """One log entry as recorded, or None and why it is dropped."""
+def entry_of(item: object, storable: bool = False) -> tuple[AgentLog | None, str]:
+    """One log entry as recorded, or None and why it is dropped. `storable`: its strings
+    are known to be (see `of_answer`), and are not walked again."""
     if not isinstance(item, dict):
         return None, f"an entry must be an object, not {json_type(item)}"
     level, msg = item.get("level"), item.get("msg")
@@ -193,7 +196,7 @@ def entry_of(item: object) -> tuple[AgentLog | None, str]:
     data = item.get("data")
     # jsonb (the event store) refuses NUL, lone surrogates, NaN and infinities: such an
     # entry cannot be kept
-    if not (storable_json(level) and storable_json(msg) and storable_json(data)):
+    if not (storable or (storable_json(level) and storable_json(msg) and storable_json(data))):
         return None, "it contains NUL characters or invalid Unicode"
     if not _finite(data):
         return None, "data holds NaN or an infinity, which JSON has not"

@@ -35,9 +35,19 @@ def loads(raw: bytes | str, *, what: str = "JSON") -> Any:
         value = json.loads(raw)
     except RecursionError:
         raise TooDeep(what) from None
-    if nesting(value) > MAX_NESTING:
+    if _openers(raw) > MAX_NESTING and nesting(value) > MAX_NESTING:
         raise TooDeep(what)
     return value
+
+
+def _openers(raw: bytes | str) -> int:
+    """How many `[` and `{` the text holds, in strings too: a bound on how deep what it
+    parses to can nest, counted in C. Most documents hold fewer than MAX_NESTING, and
+    then the walk is not needed. (In UTF-16 and UTF-32, which the parser also takes,
+    each bracket still holds its ASCII byte.)"""
+    if isinstance(raw, str):
+        return raw.count("[") + raw.count("{")
+    return raw.count(b"[") + raw.count(b"{")
 
 
 def nesting(value: Any, *, stop_after: int = MAX_NESTING) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 from cronhooks_common import agent_report, json_input
 from cronhooks_common.agent_report import AgentReport
-from cronhooks_common.events import ChangeRefused, storable, storable_json
+from cronhooks_common.events import ChangeRefused, storable, storable_json, storable_text
 from cronhooks_dispatcher.sender import HttpResult
 
 EXCERPT = 200
@@ -45,8 +45,11 @@ def classify(result: HttpResult) -> Outcome:
         return Outcome(False, str(exc))
     if answer is None:
         return Outcome(True)  # empty or non-JSON 2xx: success, nothing to import
-    report = agent_report.of_answer(answer)
-    if not storable_json(answer):
+    # Most answers' text shows at once that nothing in them needs walking (ASCII, no
+    # escapes); the others are walked (storable_json).
+    storable = storable_text(result.body)
+    report = agent_report.of_answer(answer, storable=storable)
+    if not (storable or storable_json(answer)):
         error = "the answer contains NUL characters or invalid Unicode"
         return Outcome(False, error, report=report)
     if answer.get("status") == "error":
@@ -88,7 +91,9 @@ def _report_of(body: bytes) -> AgentReport:
         answer = _json_object(body)
     except json_input.TooDeep:
         return agent_report.NOTHING
-    return agent_report.NOTHING if answer is None else agent_report.of_answer(answer)
+    if answer is None:
+        return agent_report.NOTHING
+    return agent_report.of_answer(answer, storable=storable_text(body))
 
 
 def rejected(errors: list[ChangeRefused]) -> Outcome:

@@ -44,6 +44,7 @@ from cronhooks_common.events.envelope import (
     delivery_fields,
     storable,
     storable_json,
+    storable_text,
 )
 from cronhooks_common.events.identity import (
     AgentCreated,
@@ -197,6 +198,7 @@ __all__ = [
     "registered_types",
     "storable",
     "storable_json",
+    "storable_text",
     "upcaster",
     "webhook_stream",
 ]

@@ -46,6 +46,16 @@ def storable_json(value: Any) -> bool:
     return True
 
 
+def storable_text(raw: bytes) -> bool:
+    """True when whatever JSON `raw` parses to is `storable_json` for certain, found in C
+    without walking it: no `\\u` escape (the only way JSON writes a NUL, one way to
+    write a lone surrogate), no 0xED byte (a surrogate's UTF-8 lead, which Python's
+    parser lets through; Hangul's too, which only costs the walk) and no zero byte
+    (UTF-16 and UTF-32 texts, whose escapes this search would miss). False says nothing:
+    walk the parsed value."""
+    return b"\\u" not in raw and b"\xed" not in raw and b"\x00" not in raw
+
+
 def delivery_fields(data: Mapping[str, Any]) -> DeliveryFieldsData:
     """The fields every `delivery.*` event carries (CONTRACT §6), from a request's or an
     earlier delivery event's data (as stored, read by key: not decoded)."""
