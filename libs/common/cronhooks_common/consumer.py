@@ -27,7 +27,7 @@ mostly as `multiple` acks.
 
 This module is also where the services import the consumer's names from: the inbox
 (`claim_event`, `claim_events`), the poison hook (`PoisonHandler`, `TRANSIENT`) and
-`stepped_aside` (a long wait that gives its slot to other events: consumer_notices.py).
+`waited_aside` (a long wait that gives its slot to other events: consumer_notices.py).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from aiormq.abc import DeliveredMessage
 from cronhooks_common import consumer_queue, eventstore, logs, queues, work
 from cronhooks_common.acks import AckBatcher
 from cronhooks_common.buckets import Router
-from cronhooks_common.consumer_notices import NoticeHandler, Notices, is_notice, stepped_aside
+from cronhooks_common.consumer_notices import NoticeHandler, Notices, is_notice, waited_aside
 from cronhooks_common.consumer_queue import RESUBSCRIBE_CHECK_SECONDS, Subscription
 from cronhooks_common.events import Event
 from cronhooks_common.inbox import claim_event, claim_events
@@ -72,7 +72,7 @@ __all__ = [
     "TransactionalHandler",
     "claim_event",
     "claim_events",
-    "stepped_aside",
+    "waited_aside",
 ]
 
 log = structlog.get_logger(__name__)

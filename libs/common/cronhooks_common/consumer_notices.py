@@ -8,7 +8,7 @@ notices, are as many as the consumer has workers: the bound a free consumer keep
 one event per message.
 
 A handler that must wait a long time for something outside the consumer (the dispatcher's
-destination limits) waits in `stepped_aside()`: its slot goes to the next event meanwhile,
+destination limits) waits in `waited_aside()`: its slot goes to the next event meanwhile,
 so events bound elsewhere keep going, and it takes a slot again before it goes on. Its
 message stays unacked until it is handled, as always (prefetch bounds those).
 """
@@ -16,9 +16,9 @@ message stays unacked until it is handled, as always (prefetch bounds those).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from typing import TypeVar
 
 import structlog
 from aiormq.abc import DeliveredMessage
@@ -31,6 +31,7 @@ from cronhooks_common.poison import CONSUMED, Poison, with_retries
 log = structlog.get_logger(__name__)
 
 NoticeHandler = Callable[[work.Ref], Awaitable[None]]
+T = TypeVar("T")
 
 
 class _Slot:
@@ -55,17 +56,16 @@ class _Slot:
 _SLOT: ContextVar[_Slot | None] = ContextVar("notice_slot", default=None)
 
 
-@contextlib.asynccontextmanager
-async def stepped_aside() -> AsyncIterator[None]:
-    """Wait without holding the event's slot (see the module doc); outside a notice's
-    event, a plain wait."""
+async def waited_aside(awaitable: Awaitable[T]) -> T:
+    """Await `awaitable` without holding the event's slot (see the module doc); outside a
+    notice's event, a plain await. A coroutine, not a context manager: the dispatcher
+    pays this for every delivery that waits at a destination's limit."""
     slot = _SLOT.get()
     if slot is None:
-        yield
-        return
+        return await awaitable
     slot.give()
     try:
-        yield
+        return await awaitable
     finally:
         # Taken again before the event goes on; a stop that cancels it meanwhile leaves
         # the slot given (`held` says so: `_one` gives back only a slot it holds).

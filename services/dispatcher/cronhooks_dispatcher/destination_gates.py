@@ -7,7 +7,7 @@ limits and its waiters, in the order of their requests).
 The hot path is what a herd pays per delivery: the destination of its URL (cached per
 URL), a dict lookup, `Gate.try_take` — a few comparisons when nobody waits — its entry
 in `Held` and its `Slot`; no query. Only a delivery that must wait makes a future, and
-it waits `stepped_aside` (cronhooks_common.consumer): its consumer slot goes to other
+it waits `waited_aside` (cronhooks_common.consumer): its consumer slot goes to other
 events meanwhile, so deliveries to other destinations go on.
 
 Limits and holds come from Postgres (destination_sync.py calls `apply`); a hold this
@@ -32,7 +32,7 @@ from datetime import datetime
 import structlog
 
 from cronhooks_common.clock import Clock
-from cronhooks_common.consumer import stepped_aside
+from cronhooks_common.consumer import waited_aside
 from cronhooks_common.destination_key import destination_of
 from cronhooks_common.destination_state import Limit, State, Waiting
 from cronhooks_dispatcher.destination_gate import Gate, Waiter
@@ -108,8 +108,7 @@ class Destinations:
         try:
             self._pump(gate)
             if not future.done():
-                async with stepped_aside():
-                    await future
+                await waited_aside(future)
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 self._free(gate)  # granted, but its delivery stops: the slot goes on

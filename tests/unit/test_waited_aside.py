@@ -1,4 +1,4 @@
-"""A notice's event that waits `stepped_aside` (cronhooks_common.consumer_notices) gives its
+"""A notice's event that waits `waited_aside` (cronhooks_common.consumer_notices) gives its
 slot to the next event meanwhile and takes one again before it goes on: the dispatcher's
 deliveries waiting for a destination never hold up those bound elsewhere."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from cronhooks_common import consumer_notices
-from cronhooks_common.consumer import stepped_aside
+from cronhooks_common.consumer import waited_aside
 
 
 async def test_a_waiting_event_lends_its_slot() -> None:
@@ -20,8 +20,7 @@ async def test_a_waiting_event_lends_its_slot() -> None:
         await slot.take()
         consumer_notices._SLOT.set(slot)
         order.append("waiting: in")
-        async with stepped_aside():
-            await released.wait()
+        await waited_aside(released.wait())
         order.append("waiting: on again")
         slot.give()
 
@@ -43,10 +42,12 @@ async def test_cancelled_while_taking_its_slot_again_it_holds_none() -> None:
     async def waiting() -> None:
         await slot.take()
         consumer_notices._SLOT.set(slot)
+        async def step() -> None:
+            stepped.set()
+            await asyncio.sleep(0)
+
         try:
-            async with stepped_aside():
-                stepped.set()
-                await asyncio.sleep(0)
+            await waited_aside(step())
         finally:
             if slot.held:  # as Notices._one does
                 slot.give()
@@ -62,5 +63,4 @@ async def test_cancelled_while_taking_its_slot_again_it_holds_none() -> None:
 
 
 async def test_outside_a_notice_it_is_a_plain_wait() -> None:
-    async with stepped_aside():
-        await asyncio.sleep(0)
+    assert await waited_aside(asyncio.sleep(0, result="waited")) == "waited"
