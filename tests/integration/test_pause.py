@@ -319,3 +319,45 @@ async def test_until_resumes_by_itself_once_with_three_scheduler_replicas(
         for task in replicas:
             task.cancel()
         await asyncio.gather(*replicas, return_exceptions=True)
+
+
+async def down(_: web.Request, __: Received) -> web.StreamResponse:
+    return web.Response(status=500, text="down")
+
+
+async def test_a_retry_held_past_its_deadline_ends_its_delivery_at_the_resume(
+    system: System,
+) -> None:
+    # Both fail their first attempt; the resume comes 10 minutes after their retries were
+    # due: past one webhook's 60 s deadline, within the other's hour.
+    url = system.agent.url_for("down", down)
+    bounded, _ = await create_webhook(
+        system, system.admin, url, maxRetries=5, retryDeadlineSeconds=60
+    )
+    roomy, _ = await create_webhook(
+        system, system.admin, url, maxRetries=5, retryDeadlineSeconds=3600
+    )
+    ids = [await trigger(system, system.admin, hook) for hook in (bounded, roomy)]
+    due = [await eventually(lambda i=i: retry_due(system.dsn, i)) for i in ids]
+    await pause(system, "maintenance")
+    system.clock.set(max(due) + timedelta(minutes=10))
+    await asyncio.sleep(0.5)  # nothing goes out while paused
+    assert len(system.agent.at("down")) == 2
+
+    await resume(system)
+    ended = await finished(system, system.admin, ids[0])
+    assert (ended["status"], ended["attempt"], ended["error"]) == (
+        "failed",
+        1,
+        "retry deadline passed",
+    )
+    assert [a["errorMessage"] for a in ended["attempts"]] == ["HTTP 500: down"]
+    assert await retry_due(system.dsn, ids[0]) is None
+    # it counts for the webhook's health, as the dispatcher's own deadline ends do
+    failures = "select consecutive_failures from dispatcher.webhook_health where webhook_id = $1"
+    assert await eventually(lambda: fetchval(system.dsn, failures, bounded)) == 1
+    # the other's retry goes out at the resume (its third request)
+    got = await system.agent.wait_for(3, name="down")
+    assert (got[-1].body["id"], got[-1].body["attempt"]) == (ids[1], 2)
+    events = [e["type"] for e in await events_of(system.dsn, f"delivery-{ids[0]}")]
+    assert events.count("delivery.requested") == 1 and events[-1] == "delivery.failed"

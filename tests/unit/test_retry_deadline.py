@@ -25,13 +25,20 @@ from cronhooks_common.events import (
     Target,
     decode,
 )
+from cronhooks_common.retry_deadline import DEADLINE_PASSED
 from cronhooks_common.webhooks import config_fields, target_of
 from cronhooks_dispatcher import deadline
 from cronhooks_dispatcher.attempt import Attempt
 from cronhooks_dispatcher.outcome import Outcome
 from cronhooks_dispatcher.record import finished
 from cronhooks_dispatcher.retry import next_attempt_at
-from cronhooks_scheduler.retries import RetryTimer, next_request, retry_timer
+from cronhooks_scheduler.retries import (
+    RetryTimer,
+    ended,
+    held_too_long,
+    next_request,
+    retry_timer,
+)
 
 T0 = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
 CAUSE: Any = type("Cause", (), {"event_id": None, "stream": "delivery-7", "version": 1})
@@ -51,6 +58,65 @@ def test_a_retry_exactly_at_the_deadline_is_in_time_a_second_later_is_not() -> N
 def test_zero_or_no_request_time_is_no_deadline() -> None:
     assert not deadline.passed(0, T0, T0 + timedelta(days=3650))
     assert not deadline.passed(60, None, T0 + timedelta(days=3650))
+
+
+def target_with(deadline_seconds: int | None) -> Target:
+    fields: dict[str, Any] = (
+        {} if deadline_seconds is None else {"retry_deadline_seconds": deadline_seconds}
+    )
+    return Target(
+        url="https://a.example/hook",
+        instruction="",
+        timeout_seconds=60,
+        pass_api_key=False,
+        read_patterns=[],
+        write_patterns=[],
+        max_depth=3,
+        max_retries=5,
+        **fields,
+    )
+
+
+def timer_requested_at(requested_at: datetime | None) -> RetryTimer:
+    return RetryTimer(
+        delivery_id=7,
+        webhook_id=3,
+        attempt=2,
+        after_version=2,
+        **({} if requested_at is None else {"requested_at": iso(requested_at)}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("due", "fired", "ends"),
+    [
+        # fired on time or late by a busy claim (up to a minute): judged at its due time,
+        # which was in time when it was set, however late the claim
+        (50, 50, False),
+        (60, 60.5, False),
+        (60, 120, False),
+        # fired more than a minute late (a pause held it): it starts now, past the deadline
+        (10, 600, True),
+        (59, 120.5, True),
+        (5, 58, False),
+    ],
+)
+def test_a_retry_timer_held_past_its_deadline_ends_its_delivery(
+    due: float, fired: float, ends: bool
+) -> None:
+    at = [T0 + timedelta(seconds=s) for s in (due, fired)]
+    assert held_too_long(timer_requested_at(T0), target_with(60), *at) is ends
+    # held, but let go within a longer deadline; no deadline; a timer set before
+    # deadlines existed (no request time): it is made
+    assert not held_too_long(timer_requested_at(T0), target_with(3600), *at)
+    assert not held_too_long(timer_requested_at(T0), target_with(0), *at)
+    assert not held_too_long(timer_requested_at(T0), target_with(None), *at)
+    assert not held_too_long(timer_requested_at(None), target_with(60), *at)
+
+
+def test_a_retry_ended_so_says_why_and_keeps_its_last_attempt() -> None:
+    event = ended(timer_requested_at(T0), DEADLINE_PASSED)
+    assert (event.status, event.error, event.attempt) == ("failed", "retry deadline passed", 1)
 
 
 # --- the admin's bounds ----------------------------------------------------------------------

@@ -4,7 +4,9 @@ A webhook's retryDeadlineSeconds (0: none) bounds how late a delivery's retries 
 counted from when the delivery was requested: a failed attempt whose retry would start
 after that time plus the deadline ends the delivery at once, failed with DEADLINE_PASSED,
 however many attempts `maxRetries` still allows. Whatever set the retry's time — the
-backoff or the agent's `Retry-After` — the same rule judges it (record.py, for every kind).
+backoff or the agent's `Retry-After` — the same rule judges it (record.py, for every kind;
+the rule is cronhooks_common.retry_deadline, which the scheduler also applies to a retry
+held past its deadline by a pause).
 
 The request time is the first request's own time (its event's occurred_at): `stamped`
 writes it into the request before it is sent, so the attempt's outcome carries it to the
@@ -16,26 +18,17 @@ nothing to count from, no deadline.
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TypeVar
 
 import msgspec
 
 from cronhooks_common.clock import iso
 from cronhooks_common.events import UNSET, RequestFields, UnsetType
+from cronhooks_common.retry_deadline import DEADLINE_PASSED, passed
 from cronhooks_dispatcher.outcome import Outcome
 
-DEADLINE_PASSED = "retry deadline passed"
-
 Request = TypeVar("Request", bound=RequestFields)
-
-
-def passed(deadline_seconds: int, requested_at: datetime | None, retry_at: datetime) -> bool:
-    """Would a retry at `retry_at` start past the deadline? 0 (or no request time) is no
-    deadline; a retry exactly at the deadline is still in time."""
-    if deadline_seconds <= 0 or requested_at is None:
-        return False
-    return retry_at > requested_at + timedelta(seconds=deadline_seconds)
 
 
 def too_late(request: RequestFields, retry_at: datetime) -> bool:

@@ -5,9 +5,9 @@
   (a row of dispatcher.attempts, waiting.py): success, or a failure that is
   retried as usual.
 * A delivery another service ended (`delivery.failed` of the scheduler: a retry it
-  cancelled, or its watchdog's `abandoned`) no longer holds its webhook's or its group's
-  lane: they go to whoever waits (handon.py). Our own final failures released their lanes
-  in the transaction that recorded them.
+  cancelled or a pause held past its deadline, or its watchdog's `abandoned`) no longer
+  holds its webhook's or its group's lane: they go to whoever waits (handon.py). Our own
+  final failures released their lanes in the transaction that recorded them.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from cronhooks_common.events import (
     NotesRejected,
 )
 from cronhooks_common.faults import ABANDONED
+from cronhooks_common.retry_deadline import DEADLINE_PASSED
 from cronhooks_dispatcher import handon, outcome, queries, waiting
 from cronhooks_dispatcher.attempt import Attempt
 from cronhooks_dispatcher.deps import Call, Fault
@@ -32,6 +33,9 @@ from cronhooks_dispatcher.health import Health
 from cronhooks_dispatcher.outcome import Outcome
 from cronhooks_dispatcher.record import failed_by_fault, finished
 from cronhooks_dispatcher.retry import next_attempt_at
+
+# The ends another service records that count for the webhook's health (`release_ended`).
+COUNTED = (ABANDONED, DEADLINE_PASSED)
 
 
 async def finish_imported(call: Call, event: Event, verdict: NotesImported) -> None:
@@ -80,8 +84,9 @@ async def fail_waiting_attempt(
 
 async def release_ended(call: Call, event: Event, failed: DeliveryFailed) -> None:
     """A delivery another service ended no longer blocks its webhook (FORBID, DELAY) or
-    its execution group; whoever waits for them goes next. An abandoned delivery counts
-    as a failure for the webhook's health, once (inbox)."""
+    its execution group; whoever waits for them goes next. An abandoned delivery, and one
+    whose retry a pause held past its deadline, count as a failure for the webhook's
+    health, once (inbox); a retry cancelled with its webhook does not."""
     if event.actor == "dispatcher":
         return  # ours: released when it was recorded
     deps = call.deps
@@ -94,10 +99,10 @@ async def release_ended(call: Call, event: Event, failed: DeliveryFailed) -> Non
         await handon.release(conn, [(failed.webhook_id, delivery_id)], [delivery_id], now)
         # An attempt that waited for the importer's verdict waits no more.
         await waiting.forget_delivery(conn, delivery_id)
-        if failed.error == ABANDONED:
-            abandoned = Health(failed.webhook_id, False, False, ABANDONED, failed.kind)
+        if failed.error in COUNTED:
+            ended = Health(failed.webhook_id, False, False, failed.error, failed.kind)
             causation = Causation.following(event, actor="dispatcher")
-            raised = await deps.writer.health.count_failure(conn, abandoned, causation, now)
+            raised = await deps.writer.health.count_failure(conn, ended, causation, now)
     deps.writer.alerts.committed([raised] if raised else [])
 
 

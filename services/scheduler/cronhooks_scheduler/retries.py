@@ -5,7 +5,9 @@ turns it into a `retry:{delivery_id}` row of the same timer table the cron slots
 so a retry survives a restart of every process. When it is due (timer_kinds.py),
 `next_request` makes the next `delivery.requested` (same delivery id, attempt + 1,
 trigger `retry`, `previous_error`) with the webhook's current target — or, if the
-webhook was deleted or disabled meanwhile, `cancelled` its final `delivery.failed`. A
+webhook was deleted or disabled meanwhile, `cancelled` its final `delivery.failed`, and
+if the retry was held past its deadline (`held_too_long`), `ended` with `retry deadline
+passed`. A
 change delivery's retry resends the changes of its first request (`with_changes`); a
 retry whose stream moved on since is dropped (`current`).
 """
@@ -19,6 +21,7 @@ import asyncpg
 import msgspec
 import structlog
 
+from cronhooks_common import retry_deadline
 from cronhooks_common.buckets import Router, delivery_of, fetch_routed, partition
 from cronhooks_common.events import (
     CHANGE,
@@ -107,8 +110,27 @@ def next_request(timer: RetryTimer, target: Target) -> DeliveryRequested:
     )
 
 
+def held_too_long(timer: RetryTimer, target: Target, due_at: datetime, now: datetime) -> bool:
+    """A retry that fires now, long after it was due (held by a pause, or with every
+    scheduler down), would start past its webhook's retryDeadlineSeconds (CONTRACT §17)."""
+    seconds = target.retry_deadline_seconds
+    if seconds is UNSET or timer.requested_at is UNSET:
+        return False  # no deadline, or nothing to count it from (a timer set before it)
+    return retry_deadline.passed(
+        seconds,
+        datetime.fromisoformat(timer.requested_at),
+        retry_deadline.start_of(due_at, now),
+    )
+
+
 def cancelled(timer: RetryTimer, why: str) -> DeliveryFailed:
     """The end of a delivery whose webhook was deleted or disabled before its retry."""
+    return ended(timer, f"retry cancelled: the webhook was {why}")
+
+
+def ended(timer: RetryTimer, error: str) -> DeliveryFailed:
+    """The end of a delivery whose retry is not made, saying why; its last attempt stands
+    (the one before the retry)."""
     return DeliveryFailed(
         delivery_id=timer.delivery_id,
         webhook_id=timer.webhook_id,
@@ -118,7 +140,7 @@ def cancelled(timer: RetryTimer, why: str) -> DeliveryFailed:
         scheduled_for=timer.scheduled_for,
         missed_count=timer.missed_count,
         status="failed",
-        error=f"retry cancelled: the webhook was {why}",
+        error=error,
         response_status=None,
         duration_ms=None,
     )

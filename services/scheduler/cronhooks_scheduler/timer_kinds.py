@@ -29,8 +29,16 @@ from cronhooks_common.events import (
     DeliveryRequested,
     delivery_stream,
 )
+from cronhooks_common.retry_deadline import DEADLINE_PASSED
 from cronhooks_common.webhooks import target_of
-from cronhooks_scheduler.retries import Pending, RetryTimer, cancelled, next_request
+from cronhooks_scheduler.retries import (
+    Pending,
+    RetryTimer,
+    cancelled,
+    ended,
+    held_too_long,
+    next_request,
+)
 from cronhooks_scheduler.slot_events import SlotRecord, plan_of, slot_records
 from cronhooks_scheduler.triggers import FireRetryTimer, first_fire, retry_fire
 from cronhooks_scheduler.webhook_copy import Schedule, schedule_of
@@ -77,8 +85,10 @@ def _retry(batch: Batch, row: asyncpg.Record) -> datetime | None:
         event = cancelled(timer, "deleted")
     elif row["gone"]:
         event = cancelled(timer, "disabled")
+    elif held_too_long(timer, target := target_of(row["config"]), row["due_at"], batch.now):
+        event = ended(timer, DEADLINE_PASSED)  # a pause held it past its deadline (§17)
     else:
-        event = next_request(timer, target_of(row["config"]))
+        event = next_request(timer, target)
     RETRIES.labels("requested" if isinstance(event, DeliveryRequested) else "cancelled").inc()
     batch.retries.append((delivery_stream(timer.delivery_id), timer.after_version, event))
     return None
