@@ -5,11 +5,10 @@ turns it into a `retry:{delivery_id}` row of the same timer table the cron slots
 so a retry survives a restart of every process. When it is due (timer_kinds.py),
 `next_request` makes the next `delivery.requested` (same delivery id, attempt + 1,
 trigger `retry`, `previous_error`) with the webhook's current target — or, if the
-webhook was deleted or disabled meanwhile, `cancelled` its final `delivery.failed`, and
-if the retry was held past its deadline (`held_too_long`), `ended` with `retry deadline
-passed`. A
-change delivery's retry resends the changes of its first request (`with_changes`); a
-retry whose stream moved on since is dropped (`current`).
+webhook was deleted or disabled meanwhile, `cancelled` its final `delivery.failed`; if a
+pause held the retry past its deadline (`held_too_long`), that end says `retry deadline
+passed`. A change delivery's retry resends the changes of its first request
+(`with_changes`); a retry whose stream moved on since is dropped (`current`).
 """
 
 from __future__ import annotations

@@ -89,9 +89,16 @@ def _retry(batch: Batch, row: asyncpg.Record) -> datetime | None:
         event = ended(timer, DEADLINE_PASSED)  # a pause held it past its deadline (§17)
     else:
         event = next_request(timer, target)
-    RETRIES.labels("requested" if isinstance(event, DeliveryRequested) else "cancelled").inc()
+    RETRIES.labels(_outcome(event)).inc()
     batch.retries.append((delivery_stream(timer.delivery_id), timer.after_version, event))
     return None
+
+
+def _outcome(event: DeliveryRequested | DeliveryFailed) -> str:
+    """The retry counter's label: the retry made, or its delivery ended instead."""
+    if isinstance(event, DeliveryRequested):
+        return "requested"
+    return "deadline_passed" if event.error == DEADLINE_PASSED else "cancelled"
 
 
 def _trigger(batch: Batch, row: asyncpg.Record) -> datetime | None:
