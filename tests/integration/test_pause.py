@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from aiohttp import web
+from aiohttp import ClientSession, web
 
 from cronhooks_common.clock import iso
 from cronhooks_scheduler.loop import SchedulerLoop
@@ -361,3 +361,6 @@ async def test_a_retry_held_past_its_deadline_ends_its_delivery_at_the_resume(
     assert (got[-1].body["id"], got[-1].body["attempt"]) == (ids[1], 2)
     events = [e["type"] for e in await events_of(system.dsn, f"delivery-{ids[0]}")]
     assert events.count("delivery.requested") == 1 and events[-1] == "delivery.failed"
+    async with ClientSession() as http, http.get(f"{system.urls['scheduler']}/metrics") as resp:
+        metrics = await resp.text()
+    assert 'cronhooks_scheduler_retries_total{outcome="deadline_passed"}' in metrics
