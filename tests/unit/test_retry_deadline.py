@@ -14,6 +14,7 @@ import pytest
 
 from cronhooks_admin.commands.validation import normalize
 from cronhooks_admin.errors import InputError
+from cronhooks_common import retry_deadline
 from cronhooks_common.clock import iso
 from cronhooks_common.events import (
     CHANGE,
@@ -48,33 +49,21 @@ CAUSE: Any = type("Cause", (), {"event_id": None, "stream": "delivery-7", "versi
 
 
 def test_a_retry_exactly_at_the_deadline_is_in_time_a_second_later_is_not() -> None:
-    assert not deadline.passed(60, T0, T0 + timedelta(seconds=60))
-    assert deadline.passed(60, T0, T0 + timedelta(seconds=61))
-    assert not deadline.passed(60, T0, T0 + timedelta(seconds=59))
-    assert deadline.passed(604800, T0, T0 + timedelta(days=7, seconds=1))
-    assert not deadline.passed(604800, T0, T0 + timedelta(days=7))
+    assert not retry_deadline.passed(60, T0, T0 + timedelta(seconds=60))
+    assert retry_deadline.passed(60, T0, T0 + timedelta(seconds=61))
+    assert not retry_deadline.passed(60, T0, T0 + timedelta(seconds=59))
+    assert retry_deadline.passed(604800, T0, T0 + timedelta(days=7, seconds=1))
+    assert not retry_deadline.passed(604800, T0, T0 + timedelta(days=7))
 
 
 def test_zero_or_no_request_time_is_no_deadline() -> None:
-    assert not deadline.passed(0, T0, T0 + timedelta(days=3650))
-    assert not deadline.passed(60, None, T0 + timedelta(days=3650))
+    assert not retry_deadline.passed(0, T0, T0 + timedelta(days=3650))
+    assert not retry_deadline.passed(60, None, T0 + timedelta(days=3650))
 
 
 def target_with(deadline_seconds: int | None) -> Target:
-    fields: dict[str, Any] = (
-        {} if deadline_seconds is None else {"retry_deadline_seconds": deadline_seconds}
-    )
-    return Target(
-        url="https://a.example/hook",
-        instruction="",
-        timeout_seconds=60,
-        pass_api_key=False,
-        read_patterns=[],
-        write_patterns=[],
-        max_depth=3,
-        max_retries=5,
-        **fields,
-    )
+    fields = {} if deadline_seconds is None else {"retry_deadline_seconds": deadline_seconds}
+    return msgspec.convert(config(**fields), Target)
 
 
 def timer_requested_at(requested_at: datetime | None) -> RetryTimer:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from cronhooks_common.events import UNSET, UnsetType
+
 DEADLINE_PASSED = "retry deadline passed"
 
 # A retry timer that fires later than this after it was due was held — by a pause
@@ -25,6 +27,17 @@ def passed(deadline_seconds: int, requested_at: datetime | None, start: datetime
     if deadline_seconds <= 0 or requested_at is None:
         return False
     return start > requested_at + timedelta(seconds=deadline_seconds)
+
+
+def passed_as_carried(
+    deadline_seconds: int | UnsetType, requested_at: str | UnsetType, start: datetime
+) -> bool:
+    """`passed` with the values as a target and a request (or a retry timer) carry them:
+    an absent deadline is none, an absent request time (written before deadlines
+    existed) leaves nothing to count from."""
+    if deadline_seconds is UNSET or requested_at is UNSET:
+        return False
+    return passed(deadline_seconds, datetime.fromisoformat(requested_at), start)
 
 
 def start_of(due_at: datetime, fired_at: datetime) -> datetime:

@@ -25,7 +25,7 @@ import msgspec
 
 from cronhooks_common.clock import iso
 from cronhooks_common.events import UNSET, RequestFields, UnsetType
-from cronhooks_common.retry_deadline import DEADLINE_PASSED, passed
+from cronhooks_common.retry_deadline import DEADLINE_PASSED, passed_as_carried
 from cronhooks_dispatcher.outcome import Outcome
 
 Request = TypeVar("Request", bound=RequestFields)
@@ -33,13 +33,9 @@ Request = TypeVar("Request", bound=RequestFields)
 
 def too_late(request: RequestFields, retry_at: datetime) -> bool:
     """`passed` for the next attempt of `request`, with its webhook's deadline."""
-    seconds = request.target.retry_deadline_seconds
-    return passed(0 if seconds is UNSET else seconds, requested_at(request), retry_at)
-
-
-def requested_at(request: RequestFields) -> datetime | None:
-    given = request.requested_at
-    return None if given is UNSET else datetime.fromisoformat(given)
+    return passed_as_carried(
+        request.target.retry_deadline_seconds, request.requested_at, retry_at
+    )
 
 
 def stamped(request: Request, occurred_at: datetime) -> Request:

@@ -112,13 +112,8 @@ def next_request(timer: RetryTimer, target: Target) -> DeliveryRequested:
 def held_too_long(timer: RetryTimer, target: Target, due_at: datetime, now: datetime) -> bool:
     """A retry that fires now, long after it was due (held by a pause, or with every
     scheduler down), would start past its webhook's retryDeadlineSeconds (CONTRACT §17)."""
-    seconds = target.retry_deadline_seconds
-    if seconds is UNSET or timer.requested_at is UNSET:
-        return False  # no deadline, or nothing to count it from (a timer set before it)
-    return retry_deadline.passed(
-        seconds,
-        datetime.fromisoformat(timer.requested_at),
-        retry_deadline.start_of(due_at, now),
+    return retry_deadline.passed_as_carried(
+        target.retry_deadline_seconds, timer.requested_at, retry_deadline.start_of(due_at, now)
     )
 
 
