@@ -33,9 +33,7 @@ Request = TypeVar("Request", bound=RequestFields)
 
 def too_late(request: RequestFields, retry_at: datetime) -> bool:
     """`passed` for the next attempt of `request`, with its webhook's deadline."""
-    return passed_as_carried(
-        request.target.retry_deadline_seconds, request.requested_at, retry_at
-    )
+    return passed_as_carried(request.target.retry_deadline_seconds, request.requested_at, retry_at)
 
 
 def stamped(request: Request, occurred_at: datetime) -> Request:
