@@ -48,7 +48,7 @@ def drive(
         )
         listed = row.text
         write("blog/post.md")
-        row.find_element(By.CSS_SELECTOR, "button.show-history").click()
+        page.click('#webhooks tr[data-kind="change"] button.show-history')
         delivered = wait.until(
             ec.presence_of_element_located(
                 (By.CSS_SELECTOR, '#deliveries tr.delivery[data-status="success"]')
@@ -71,8 +71,7 @@ def drive(
         )
         manual = driver.find_elements(By.CSS_SELECTOR, "#deliveries tr.delivery")[0].text
         driver.save_screenshot(str(shot))
-        row = driver.find_element(By.CSS_SELECTOR, '#webhooks tr[data-kind="change"]')
-        row.find_element(By.CSS_SELECTOR, "button.toggle").click()
+        page.click('#webhooks tr[data-kind="change"] button.toggle')
         wait.until(
             ec.text_to_be_present_in_element(
                 (By.CSS_SELECTOR, '#webhooks tr[data-kind="change"]'), "paused"

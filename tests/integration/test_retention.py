@@ -308,7 +308,11 @@ async def test_a_sealed_bucket_refuses_appends_and_leaves_the_projectors_reads(
 
 
 async def test_slot_requests_are_kept_by_day_and_stay_unique(pool: asyncpg.Pool) -> None:
-    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    # The clock starts in the last second of the migration's day, which `_before` covers:
+    # the wall clock may have passed midnight since the database was migrated.
+    clock = ManualClock(
+        await _end_of_before(pool, "scheduler.slot_requests") - timedelta(seconds=1)
+    )
     job = RetentionJob(pool=pool, clock=clock, delivery_retention_days=30)
     await job.step()
     tomorrow = clock.now() + DAY
@@ -329,6 +333,16 @@ async def test_slot_requests_are_kept_by_day_and_stay_unique(pool: asyncpg.Pool)
     assert await pool.fetchval(
         "select to_regclass($1)", day_name("importer.change_requests", midnight(clock.now()))
     )
+
+
+async def _end_of_before(pool: asyncpg.Pool, table: str) -> datetime:
+    """Where `{table}_before` (the rows from before migration 0020) ends."""
+    bound = await pool.fetchval(
+        "select pg_get_expr(relpartbound, oid) from pg_class where oid = $1::regclass",
+        f"{table}_before",
+    )
+    upper = bound.rsplit("TO ('", 1)[1].split("')", 1)[0]  # FOR VALUES FROM (MINVALUE) TO ('…')
+    return datetime.fromisoformat(upper).astimezone(UTC)
 
 
 async def test_old_daily_budget_counts_are_forgotten(pool: asyncpg.Pool) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -68,6 +69,19 @@ class Page:
         form.find_element(By.NAME, "url").send_keys(url)
         form.find_element(By.NAME, "cronSchedule").send_keys(cron_schedule)
         return form
+
+    def click(self, css: str) -> None:
+        """Click the element `css` finds, finding it again if the page redrew it between the
+        find and the click (the webhook list redraws when a delivery's news arrives)."""
+
+        def clicked(driver: WebDriver) -> bool:
+            try:
+                driver.find_element(By.CSS_SELECTOR, css).click()
+            except StaleElementReferenceException:
+                return False
+            return True
+
+        self.wait.until(clicked)
 
 
 @contextmanager
