@@ -17,6 +17,7 @@ from bench import (
     changes,
     destinations,
     dispatch,
+    event_compression,
     events_codec,
     herd,
     jitter,
@@ -43,6 +44,7 @@ SUITES: dict[str, Suite] = {
     "triggers": triggers.fire_lateness,
     "retention": retention.sizes,
     "events": events_codec.codec,
+    "compression": event_compression.compression,
 }
 
 

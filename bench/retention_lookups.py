@@ -30,7 +30,8 @@ from cronhooks_admin.projections.live_tail import LiveTail
 from cronhooks_common import eventstore
 from cronhooks_common.buckets import Router
 from cronhooks_common.events import Causation, NewEvent
-from cronhooks_common.eventstore import _COLUMNS, event_from_row
+from cronhooks_common.eventstore import EVENT_COLUMNS as _COLUMNS
+from cronhooks_common.eventstore import event_from_row
 from cronhooks_common.relay import _DELETE_AND_NEXT, OutboxRelay
 from cronhooks_common.tail import KEPT_EVENTS, Checkpoint, read_after, scan_after
 from cronhooks_dispatcher.lookup import DeliveryLookups

@@ -8,6 +8,7 @@ import pytest
 
 from cronhooks_common import eventstore
 from cronhooks_common.events import Causation, NewEvent
+from cronhooks_scheduler import bucket_ddl
 
 NOW = datetime(2026, 2, 9, 9, 0, tzinfo=UTC)
 
@@ -90,3 +91,37 @@ async def test_append_many_is_all_or_nothing(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn, conn.transaction():
         written = await eventstore.append_many(conn, batch, occurred_at=NOW)
     assert [(e.stream, e.version) for e in written] == [("m-1", 1), ("m-2", 2), ("m-3", 1)]
+
+
+async def test_large_event_data_is_compressed_with_lz4_in_every_partition(
+    pool: asyncpg.Pool,
+) -> None:
+    # Migration 0032: an outcome event outgrows the toast threshold (about 2 KB); lz4
+    # compresses and decompresses it faster than pglz. A bucket opened later inherits it.
+    async with pool.acquire() as conn, conn.transaction():
+        lo = await conn.fetchval("select max(hi) from eventstore.buckets")
+        bucket = await conn.fetchval("select max(bucket) + 1 from eventstore.buckets")
+        await bucket_ddl.create_bucket(conn, bucket, lo, lo + 1000)
+    methods = await pool.fetch(
+        "select c.oid::regclass::text as rel, a.attcompression::text as method"
+        " from pg_class c join pg_attribute a on a.attrelid = c.oid and a.attname = 'data'"
+        " where c.oid = 'eventstore.events'::regclass or c.oid in"
+        " (select inhrelid from pg_inherits where inhparent = 'eventstore.events'::regclass)"
+    )
+    assert f"eventstore.events_b{bucket}" in {r["rel"] for r in methods}
+    assert {r["rel"]: r["method"] for r in methods} == {r["rel"]: "l" for r in methods}
+    async with pool.acquire() as conn, conn.transaction():
+        big = {"webhook_id": 1, "request_body": " ".join(str(i) for i in range(2000))}
+        await eventstore.append(
+            conn,
+            "webhook-1",
+            [NewEvent("test.large", big)],
+            expected_version=0,
+            causation=Causation.new(),
+            occurred_at=datetime.now(UTC),
+        )
+    stored = await pool.fetchrow(
+        "select pg_column_compression(data) as method, octet_length(data::text) as size"
+        " from eventstore.events where stream = 'webhook-1'"
+    )
+    assert stored["method"] == "lz4" and stored["size"] > 8000
