@@ -16,10 +16,14 @@ import json
 import time
 
 import asyncpg
+import msgspec
 
+from bench import events_codec
 from bench.agent import REPORT
 from bench.common import median, scratch_database, table
-from cronhooks_dispatcher.payload import RESPONSE_SCHEMA
+from cronhooks_common import agent_report
+from cronhooks_common.events import DeliveryRequested, DeliverySucceeded
+from cronhooks_dispatcher import payload
 
 EVENTS = 5_000
 ROUNDS = 7
@@ -27,42 +31,30 @@ METHODS = ("pglz", "lz4")
 
 
 def outcome(delivery_id: int) -> str:
-    """A `delivery.succeeded` as the herd bench stores it (its shape, its sizes)."""
-    report = json.loads(REPORT)
-    request = {
-        "version": 1,
-        "id": delivery_id,
-        "webhook_id": delivery_id + 1,
-        "kind": "cron",
-        "timestamp": 1796691120,
-        "scheduled_for": "2026-12-08T00:52:00.000Z",
-        "trigger": "schedule",
-        "attempt": 1,
-        "missed_count": 0,
-        "instruction": f"bench {delivery_id}",
-        "response_schema": RESPONSE_SCHEMA,
-        "trace": f"cron:{delivery_id}",
-    }
-    return json.dumps(
+    """A `delivery.succeeded` as the herd stores it: the request body the dispatcher builds
+    for a herd slot, the bench agent's answer and the report it parses to."""
+    request = msgspec.convert(
         {
-            "kind": "cron",
-            "costs": [{"unit": u, "amount": float(a)} for u, a in report["costs"].items()],
-            "error": None,
-            "status": "success",
-            "attempt": 1,
-            "trigger": "schedule",
-            "agent_logs": [{"ts": None, "data": None, **entry} for entry in report["logs"]],
-            "started_at": "2026-12-08T00:52:00.085Z",
-            "webhook_id": delivery_id + 1,
+            **events_codec.DATA,
             "delivery_id": delivery_id,
-            "duration_ms": 51,
-            "missed_count": 0,
-            "request_body": json.dumps(request, separators=(",", ":")),
-            "response_body": REPORT.decode(),
-            "scheduled_for": "2026-12-08T00:52:00.000Z",
-            "response_status": 200,
-        }
+            "webhook_id": delivery_id + 1,
+            "target": {**events_codec.TARGET, "pass_api_key": False},  # as the herd's
+        },
+        DeliveryRequested,
     )
+    body = payload.build_body(request, timestamp=1796691120, api_token=None, api_url=None)
+    event = DeliverySucceeded(
+        **request.fields(),
+        status="success",
+        started_at="2026-12-08T00:52:00.085Z",
+        duration_ms=51,
+        response_status=200,
+        error=None,
+        request_body=payload.encode(body).decode(),
+        response_body=REPORT.decode(),
+        **agent_report.event_fields(agent_report.of_answer(json.loads(REPORT))),
+    )
+    return msgspec.json.encode(event).decode()
 
 
 async def _timed(conn: asyncpg.Connection, statement: str, *args: object) -> float:

@@ -30,8 +30,7 @@ from cronhooks_admin.projections.live_tail import LiveTail
 from cronhooks_common import eventstore
 from cronhooks_common.buckets import Router
 from cronhooks_common.events import Causation, NewEvent
-from cronhooks_common.eventstore import EVENT_COLUMNS as _COLUMNS
-from cronhooks_common.eventstore import event_from_row
+from cronhooks_common.eventstore import EVENT_COLUMNS, event_from_row
 from cronhooks_common.relay import _DELETE_AND_NEXT, OutboxRelay
 from cronhooks_common.tail import KEPT_EVENTS, Checkpoint, read_after, scan_after
 from cronhooks_dispatcher.lookup import DeliveryLookups
@@ -66,14 +65,14 @@ from unnest($1::uuid[]) with ordinality as k(event_id, i)
 left join {events} e on e.event_id = k.event_id
 """
 _MAIN_FETCH = f"""
-select o.position, {", ".join("e." + c.strip() for c in _COLUMNS.split(","))}
+select o.position, {", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))}
 from (select position from {{outbox}} order by position limit $1) o
 cross join lateral (
     select * from {{events}} e where e.position = o.position limit 1
 ) e
 order by o.position
 """
-_MAIN_READ = f"select {_COLUMNS} from {{events}} where event_id = any($1::uuid[])"
+_MAIN_READ = f"select {EVENT_COLUMNS} from {{events}} where event_id = any($1::uuid[])"
 _MAIN_APPEND = """
 with appended as (
     insert into public.events_one

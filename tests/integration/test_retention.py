@@ -19,7 +19,7 @@ from cronhooks_common.clock import ManualClock
 from cronhooks_common.events import Causation, NewEvent
 from cronhooks_common.settings import Settings
 from cronhooks_common.tail import START
-from cronhooks_scheduler.day_partitions import day_name, midnight
+from cronhooks_scheduler.day_partitions import day_name, midnight, partition_ends
 from cronhooks_scheduler.retention import RetentionJob
 from tests.support.agent import Agent, Received
 from tests.support.flows import (
@@ -337,12 +337,8 @@ async def test_slot_requests_are_kept_by_day_and_stay_unique(pool: asyncpg.Pool)
 
 async def _end_of_before(pool: asyncpg.Pool, table: str) -> datetime:
     """Where `{table}_before` (the rows from before migration 0020) ends."""
-    bound = await pool.fetchval(
-        "select pg_get_expr(relpartbound, oid) from pg_class where oid = $1::regclass",
-        f"{table}_before",
-    )
-    upper = bound.rsplit("TO ('", 1)[1].split("')", 1)[0]  # FOR VALUES FROM (MINVALUE) TO ('…')
-    return datetime.fromisoformat(upper).astimezone(UTC)
+    async with pool.acquire() as conn:
+        return (await partition_ends(conn, table))[f"{table}_before"]
 
 
 async def test_old_daily_budget_counts_are_forgotten(pool: asyncpg.Pool) -> None:

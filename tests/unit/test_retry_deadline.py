@@ -58,7 +58,9 @@ def test_a_retry_exactly_at_the_deadline_is_in_time_a_second_later_is_not() -> N
 
 def test_zero_or_no_request_time_is_no_deadline() -> None:
     assert not retry_deadline.passed(0, T0, T0 + timedelta(days=3650))
-    assert not retry_deadline.passed(60, None, T0 + timedelta(days=3650))
+    assert not retry_deadline.passed_as_carried(60, UNSET, T0 + timedelta(days=3650))
+    assert not retry_deadline.passed_as_carried(UNSET, iso(T0), T0 + timedelta(days=3650))
+    assert retry_deadline.passed_as_carried(60, iso(T0), T0 + timedelta(seconds=61))
 
 
 def target_with(deadline_seconds: int | None) -> Target:

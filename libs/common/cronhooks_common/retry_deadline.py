@@ -21,10 +21,10 @@ DEADLINE_PASSED = "retry deadline passed"
 HELD_AFTER = timedelta(seconds=60)
 
 
-def passed(deadline_seconds: int, requested_at: datetime | None, start: datetime) -> bool:
-    """Would a retry starting at `start` start past the deadline? 0 (or no request time)
-    is no deadline; a retry exactly at the deadline is still in time."""
-    if deadline_seconds <= 0 or requested_at is None:
+def passed(deadline_seconds: int, requested_at: datetime, start: datetime) -> bool:
+    """Would a retry starting at `start` start past the deadline? 0 is no deadline; a
+    retry exactly at the deadline is still in time."""
+    if deadline_seconds <= 0:
         return False
     return start > requested_at + timedelta(seconds=deadline_seconds)
 

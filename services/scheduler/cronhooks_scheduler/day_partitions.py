@@ -42,7 +42,7 @@ async def keep_days(conn: asyncpg.Connection, now: datetime, retention_days: int
     keep = max(timedelta(days=retention_days), KEEP_AT_LEAST) if retention_days else None
     for r in await conn.fetch(queries.DATED_TABLES):
         table = r["name"]
-        parts = await _partitions(conn, table)
+        parts = await partition_ends(conn, table)
         start = max([midnight(now), *parts.values()])  # the days before are covered
         for i in range(AHEAD):
             day = midnight(now) + timedelta(days=i)
@@ -76,7 +76,7 @@ def _lit(at: datetime) -> str:
     return f"'{at.isoformat()}'"  # our own midnights, never input
 
 
-async def _partitions(conn: asyncpg.Connection, table: str) -> dict[str, datetime]:
+async def partition_ends(conn: asyncpg.Connection, table: str) -> dict[str, datetime]:
     """Each bounded partition of `table` and the end of its range."""
     rows = await conn.fetch(queries.PARTITIONS, table)
     out = {}

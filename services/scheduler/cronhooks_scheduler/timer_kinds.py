@@ -81,24 +81,19 @@ def _cron(batch: Batch, row: asyncpg.Record) -> datetime | None:
 def _retry(batch: Batch, row: asyncpg.Record) -> datetime | None:
     timer = msgspec.convert(row["payload"], RetryTimer)
     event: DeliveryRequested | DeliveryFailed
+    outcome = "cancelled"  # the retry counter's label
     if row["config"] is None or row["deleted"]:
         event = cancelled(timer, "deleted")
     elif row["gone"]:
         event = cancelled(timer, "disabled")
     elif held_too_long(timer, target := target_of(row["config"]), row["due_at"], batch.now):
-        event = ended(timer, DEADLINE_PASSED)  # a pause held it past its deadline (§17)
+        # a pause held it past its deadline (§17)
+        event, outcome = ended(timer, DEADLINE_PASSED), "deadline_passed"
     else:
-        event = next_request(timer, target)
-    RETRIES.labels(_outcome(event)).inc()
+        event, outcome = next_request(timer, target), "requested"
+    RETRIES.labels(outcome).inc()
     batch.retries.append((delivery_stream(timer.delivery_id), timer.after_version, event))
     return None
-
-
-def _outcome(event: DeliveryRequested | DeliveryFailed) -> str:
-    """The retry counter's label: the retry made, or its delivery ended instead."""
-    if isinstance(event, DeliveryRequested):
-        return "requested"
-    return "deadline_passed" if event.error == DEADLINE_PASSED else "cancelled"
 
 
 def _trigger(batch: Batch, row: asyncpg.Record) -> datetime | None:
